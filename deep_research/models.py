@@ -214,6 +214,11 @@ class VerifyOutput(_Model):
     method: Literal["preinstalled", "local-install"]
 
 
+# Where the crawler works inside the sandbox workspace (relative paths).
+CRAWL_DIR = "crawl"
+CRAWL_OUTPUT = "crawl/output.json"
+
+
 class CrawlInput(_Model):
     sandbox_id: str
     python: str
@@ -257,6 +262,7 @@ class SummarizeInput(_Model):
     hits: list[SearchHit]
     source_limit: int
     workflow_id: str
+    allow_llm: bool = True  # False: the extractive path only (fallback, or after a stop)
 
 
 class SummarizeOutput(_Model):
@@ -271,6 +277,7 @@ class GenerateInput(_Model):
     fallbacks: list[str]
     mode: Mode
     workflow_id: str
+    allow_llm: bool = True
 
 
 class GenerateOutput(_Model):

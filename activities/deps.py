@@ -1,0 +1,40 @@
+"""What activities need from the worker: built once in worker.build_worker, shared by tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from temporalio.exceptions import ApplicationError
+
+from deep_research.artifacts import ArtifactStore
+from deep_research.config import Settings
+from deep_research.sandbox.base import Sandbox, SandboxError
+from deep_research.search.base import SearchError, SearchProvider
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    sandbox: Sandbox
+    artifacts: ArtifactStore
+    # Provider by name (None = the configured default); raises ConfigurationError-typed errors.
+    search_provider: Callable[[str | None], SearchProvider]
+
+
+def to_application_error(exc: Exception) -> ApplicationError:
+    """Typed error for Temporal: the type is the exception class, retryable as the error says."""
+    retryable = getattr(exc, "retryable", True)
+    return ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__, non_retryable=not retryable)
+
+
+class sandbox_errors:
+    """`with sandbox_errors():` turns sandbox/search errors into typed ApplicationErrors."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and isinstance(exc, (SandboxError, SearchError)):
+            raise to_application_error(exc) from exc
+        return False

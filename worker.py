@@ -1,0 +1,95 @@
+"""Start a research worker: `python worker.py` (settings from the environment, see README)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Callable, Sequence
+
+import structlog
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities import all_activities
+from activities.deps import Deps
+from deep_research.artifacts import ArtifactStore
+from deep_research.config import Settings, load_settings
+from deep_research.logging import configure_logging
+from deep_research.sandbox.base import Sandbox
+from deep_research.search.base import SearchProvider
+from deep_research.temporal_client import connect
+from workflows.research import ResearchWorkflow
+
+log = structlog.get_logger("worker")
+
+
+class ConfigurationError(Exception):
+    retryable = False
+
+
+def make_sandbox(settings: Settings) -> Sandbox:
+    if settings.sandbox_provider == "local":
+        from deep_research.sandbox.local import LocalSandbox
+
+        return LocalSandbox(settings.sandbox_root)
+    raise ConfigurationError(f"unknown sandbox provider {settings.sandbox_provider!r} (known: local)")
+
+
+def make_search_factory(settings: Settings) -> Callable[[str | None], SearchProvider]:
+    def factory(name: str | None) -> SearchProvider:
+        name = name or settings.search_provider
+        if name == "local":
+            from deep_research.search.local_index import LocalIndexProvider
+
+            return LocalIndexProvider(settings.search_index)
+        raise ConfigurationError(f"unknown search provider {name!r} (known: local)")
+
+    return factory
+
+
+def build_deps(settings: Settings) -> Deps:
+    return Deps(
+        settings=settings,
+        sandbox=make_sandbox(settings),
+        artifacts=ArtifactStore(settings.artifact_dir),
+        search_provider=make_search_factory(settings),
+    )
+
+
+def build_worker(client: Client, settings: Settings, *, deps: Deps | None = None,
+                 activities: Sequence[Callable] | None = None, task_queue: str | None = None) -> Worker:
+    """The one worker definition, shared by production and tests (tests may swap activities)."""
+    if activities is None:
+        activities = all_activities(deps or build_deps(settings))
+    return Worker(
+        client,
+        task_queue=task_queue or settings.task_queue,
+        workflows=[ResearchWorkflow],
+        activities=list(activities),
+    )
+
+
+async def main() -> None:
+    configure_logging()
+    settings = load_settings()
+    deps = build_deps(settings)
+    reap = getattr(deps.sandbox, "reap_expired", None)
+    if reap is not None:
+        expired = await reap()
+        if expired:
+            log.info("expired sandboxes terminated", sandboxes=expired)
+    client = await connect(settings)
+    worker = build_worker(client, settings, deps=deps)
+    log.info("worker started", task_queue=settings.task_queue, address=settings.temporal_address,
+             sandbox=settings.sandbox_provider, search=settings.search_provider)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        await stop.wait()
+    log.info("worker stopped")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
