@@ -40,7 +40,7 @@ pytestmark = pytest.mark.skipif(
 A, B, C = ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 NAV = "NAVBOILERPLATE Home About Contact Login"
 FOOTER = "FOOTERBOILERPLATE Copyright Example Corp All rights reserved"
-SLOW_S = 8.0
+SLOW_S = 15.0
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
@@ -208,10 +208,14 @@ def depth2(site, tmp_path_factory) -> Run:
 
 
 def test_depth_one_crawls_only_seeds(site, tmp_path):
-    run = crawl(site, tmp_path, [site.url(A), site.url(B, "/p1")], max_depth=1)
+    dead = "http://127.0.0.5:9/nothing-listens-here"  # connection refused: an error, not a stop
+    seeds = [site.url(A), dead, site.url(B, "/p1"), site.url(A, "/#same-page-again")]
+    run = crawl(site, tmp_path, seeds, max_depth=1, concurrency=2)
     assert run.paths() == {(A, "/"), (B, "/p1")}
     assert {p["depth"] for p in run.pages} == {0}
-    assert run.output["errors"] == [] and run.output["timed_out"] is False
+    assert [e["url"] for e in run.output["errors"]] == [dead]
+    assert any(e["status"] == "error" and e["url"] == dead for e in run.progress)
+    assert run.output["timed_out"] is False and run.progress[-1]["status"] == "complete"
     html = [r for r in run.requests if not r[1].endswith((".png", ".woff2"))]
     assert sorted(html) == sorted([(A, "/"), (B, "/p1")])
 
@@ -284,7 +288,7 @@ def test_max_chars_truncates(site, tmp_path):
 
 def test_timeout_leaves_partial_output(site, tmp_path):
     seeds = [site.url(A, "/p1"), site.url(A, "/p2"), site.url(A, "/slow")]
-    run = crawl(site, tmp_path, seeds, max_duration_s=4)
+    run = crawl(site, tmp_path, seeds, max_duration_s=6)
     assert run.output["timed_out"] is True
     assert run.paths() == {(A, "/p1"), (A, "/p2")}
     assert run.elapsed < SLOW_S  # the slow page was cancelled at the deadline

@@ -216,6 +216,7 @@ async def test_unknown_and_terminated_ids(root: Path):
         with pytest.raises(SandboxNotFound):
             await coro
     assert await sb.terminate("lsb-000000000000") is False
+    assert await sb.terminate("..") is False
 
     sid = await sb.create()
     assert sid.startswith("lsb-") and len(sid) == 16

@@ -93,6 +93,18 @@ def host_key(url: str) -> str:
     return f"{(parts.hostname or '').lower()}:{port}"
 
 
+def describe(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+async def close_quietly(closable) -> None:
+    try:
+        await asyncio.wait_for(closable.close(), timeout=10)
+    except BaseException:
+        pass
+
+
 def extract_text(html: str, url: str) -> str:
     if trafilatura is None:
         return ""
@@ -244,17 +256,15 @@ class Crawler:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    self.errors.append({"url": url, "error": message})
-                    progress(stage="crawl", status="error", url=url, message=message)
+                    self.errors.append({"url": url, "error": describe(exc)})
+                    progress(stage="crawl", status="error", url=url, message=describe(exc))
+                    await close_quietly(page)  # a crashed or wedged tab: start the next one fresh
+                    page = await context.new_page()
                 finally:
                     self.write_output()
                     await self.job_done()
         finally:
-            try:
-                await page.close()
-            except Exception:
-                pass
+            await close_quietly(page)
 
     # ------------------------------------------------------------------ whole crawl
     def snapshot(self) -> dict:
@@ -263,6 +273,7 @@ class Crawler:
             "blocked_requests": self.blocked,
             "started_at": self.started, "finished_at": time.time(),
             "browser_version": self.browser_version,
+            "extractor": "trafilatura" if trafilatura is not None else "innerText",
         }
         if self.cancelled:
             out["cancelled"] = True
@@ -305,10 +316,7 @@ class Crawler:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            try:
-                await asyncio.wait_for(browser.close(), timeout=10)
-            except BaseException:
-                pass
+            await close_quietly(browser)
 
 
 async def run(cfg: dict) -> int:
@@ -332,9 +340,10 @@ async def run(cfg: dict) -> int:
     except asyncio.CancelledError:
         code = 143
     except Exception as exc:
-        code, error = 1, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        code, error = 1, describe(exc)
         crawler.errors.append({"url": "", "error": error})
-        progress(stage="crawl", status="error", url="", message=error)
+        stage = "crawl" if crawler.browser_version else "browser"  # launch failed?
+        progress(stage=stage, status="error", url="", message=error)
     finally:
         alive.cancel()
     crawler.finish(error)
@@ -359,8 +368,7 @@ async def verify(executable: str) -> int:
         print("__VERIFY__" + json.dumps({"ok": True, "version": version}), flush=True)
         return 0
     except Exception as exc:
-        message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        print("__VERIFY__" + json.dumps({"ok": False, "error": message}), flush=True)
+        print("__VERIFY__" + json.dumps({"ok": False, "error": describe(exc)}), flush=True)
         return 1
 
 

@@ -7,8 +7,10 @@ is an exact substring of source n's whitespace-collapsed text (`SourceNote.summa
 Pipeline: `split_sentences` cuts each page (or search snippet) into sentences; a BM25 scorer over
 all sentences of all sources rates them against the question (stopwords dropped, light stemming,
 code identifiers such as `__slots__` or `capture_output` kept whole, a bonus for sentences naming
-an identifier from the question); sources are ranked by their best sentences plus a small prior for
-search rank; `render_report` lays the quoted sentences out as a Markdown report.
+an identifier from the question, part of the weight of question terms named by the page title);
+sources are ranked by their best sentences, then by which question terms the whole page names
+(headings and code included), then by a small prior for search rank; `render_report` lays the
+quoted sentences out as a Markdown report.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def _bounded(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
         return text
     cut = text[:limit]
     if not text[limit].isspace():
-        head, sep, _ = cut.rpartition(" ")
-        cut = head if sep else cut  # one huge "word": keep the hard cut
+        last_space = re.search(r"\s\S*\Z", cut)
+        cut = cut[:last_space.start()] if last_space else cut  # one huge "word": keep the hard cut
     return cut
 
 
@@ -56,13 +58,14 @@ def _bounded(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
 _ABBREVIATIONS = frozenset({
     "e.g.", "i.e.", "eg.", "ie.", "cf.", "vs.", "viz.", "approx.", "incl.", "esp.", "resp.", "ca.",
     "mr.", "mrs.", "ms.", "dr.", "prof.", "sr.", "jr.", "st.", "fig.", "figs.", "no.", "nos.",
-    "vol.", "pp.", "p.", "al.", "ed.", "eds.", "sec.", "ch.", "ref.", "refs.", "eq.", "max.", "min.",
+    "vol.", "pp.", "p.", "al.", "eds.", "ch.", "ref.", "refs.", "eq.",
 })
 # Candidate boundary: terminal punctuation (and closing quotes/brackets) followed by a space.
 _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*(?= )")
 _OPENERS = "\"'“‘([{`<*_"
 _LIST_MARKER = re.compile(r"^(?:[-*•·▪‣►▸◦–—]|\(?\d{1,2}[.)])\s+")
 _TERMINAL = tuple(".!?:;\"'”’)")
+_NAV_SEPARATORS = frozenset("»›>|/·•→")
 
 
 def _segments(text: str) -> list[str]:
@@ -94,7 +97,10 @@ def _segments(text: str) -> list[str]:
 def _continues(previous: str, line: str) -> bool:
     if previous.endswith((".", "!", "?", ":", ";")):
         return False
-    return line[0].islower() or previous[-1] in ",(-–—/"
+    if previous[-1] in ",(-–—/":
+        return True
+    # A hard-wrapped paragraph: a long line carried on by a lowercase one (not "Light Dark" + "os — ...").
+    return line[0].islower() and len(previous) >= 40 and len(previous.split()) >= 6
 
 
 def _is_boundary(segment: str, match: re.Match[str]) -> bool:
@@ -127,9 +133,11 @@ def _looks_like_prose(sentence: str) -> bool:
     if not sentence.endswith(_TERMINAL):
         if len(words) < 8:
             return False  # headings
-        capitalised = sum(w[0].isupper() for w in words if w[0].isalpha())
-        if capitalised >= 0.7 * len(words):
+        alpha_words = [w for w in words if w[0].isalpha()]
+        if sum(w[0].isupper() for w in alpha_words) >= 0.7 * len(alpha_words):
             return False  # navigation bars: "Home Docs Blog About ..."
+        if sum(w in _NAV_SEPARATORS for w in words) >= 2:
+            return False  # breadcrumbs: "Docs » Library » os"
     return True
 
 
@@ -179,7 +187,9 @@ _TOKEN = re.compile(r"\d+(?:\.\d+)+|[A-Za-z0-9_]+")
 _K1 = 1.2
 _B = 0.5  # sentences are short: soft length normalisation
 _IDENTIFIER_BONUS = 0.75  # times the largest query-term idf, per question identifier a sentence names
-_PRIOR_WEIGHT = 0.15  # search rank prior, relative to the best source's score
+_COVERAGE_WEIGHT = 0.5  # source rank: question terms named anywhere in the page, vs its best sentences
+_TITLE_WEIGHT = 0.5  # sentence score: share of the idf of question terms named by the page title
+_PRIOR_WEIGHT = 0.1  # source rank: search rank prior (0.1 for the first hit, 0.05 for the second...)
 
 
 def _stem(token: str) -> str:
@@ -191,6 +201,8 @@ def _stem(token: str) -> str:
         token = token[:-3] + "y"
     elif token.endswith("s") and not token.endswith(("ss", "us", "is")):
         token = token[:-1]
+    if token.endswith("ly") and len(token) - 2 >= 5:
+        token = token[:-2]  # recursively -> recursive
     if token.endswith("ing") and len(token) - 3 >= 4:
         token = token[:-3]
     elif token.endswith("ed") and len(token) - 2 >= 3:
@@ -256,7 +268,16 @@ class _Scorer:
         self.identifiers = [_identifier_regex(i) for i in question_identifiers(question)]
         self.bonus = _IDENTIFIER_BONUS * max(self.idf.values(), default=1.0)
 
-    def score(self, index: int, sentence: str) -> float:
+    def coverage(self, text: str) -> float:
+        """Summed idf of the distinct query terms (and identifiers) `text` names anywhere."""
+        words = set(_terms(text))
+        total = sum(self.idf[t] for t in self.query if t in words)
+        return total + self.bonus * sum(1 for rx in self.identifiers if rx.search(text))
+
+    def score(self, index: int, sentence: str, title_terms: frozenset[str] = frozenset()) -> float:
+        """BM25 of sentence `index`, plus the identifier bonus; a sentence that matches the question by
+        itself also gets part of the weight of the question terms its page title names (the page topic,
+        e.g. "pathlib", is rarely repeated in each of its sentences)."""
         doc, length = self.docs[index], self.lengths[index]
         total = 0.0
         for term in self.query:
@@ -265,6 +286,8 @@ class _Scorer:
                 norm = _K1 * (1 - _B + _B * length / (self.avg_len or 1.0))
                 total += self.idf[term] * tf * (_K1 + 1) / (tf + norm)
         total += self.bonus * sum(1 for rx in self.identifiers if rx.search(sentence))
+        if total > 0 and title_terms:
+            total += _TITLE_WEIGHT * sum(self.idf[t] for t in self.query if t in title_terms and t not in doc)
         return total
 
 
@@ -327,16 +350,23 @@ def summarize_extractive(question: str, pages: list[dict], hits: list[SearchHit]
                                    summary=summary, sentences=sentences, rank=rank))
 
     corpus = [s for c in candidates for s in c["sentences"]]
-    all_scores = _score_all(question, corpus)
+    scorer = _Scorer(question, corpus)
     offset = 0
     for c in candidates:
-        c["scores"] = all_scores[offset:offset + len(c["sentences"])]
+        title_terms = frozenset(_terms(c["title"]))
+        c["scores"] = [scorer.score(offset + i, s, title_terms) for i, s in enumerate(c["sentences"])]
         offset += len(c["sentences"])
         top = sorted(c["scores"], reverse=True)[:3]
-        c["raw"] = sum(w * s for w, s in zip((1.0, 0.5, 0.25), top))
-    scale = max((c["raw"] for c in candidates), default=0.0) or 1.0
+        c["evidence"] = sum(w * s for w, s in zip((1.0, 0.5, 0.25), top))
+        c["coverage"] = scorer.coverage(c["title"] + " " + c["summary"])
+    # Normalised so the weights mean the same whatever the question: best quoted evidence first,
+    # then which question terms the whole page names (headings, code and title included), then
+    # a small prior for search rank.
+    max_evidence = max((c["evidence"] for c in candidates), default=0.0) or 1.0
+    max_coverage = max((c["coverage"] for c in candidates), default=0.0) or 1.0
     for c in candidates:
-        c["total"] = c["raw"] + _PRIOR_WEIGHT * scale / (1 + c["rank"])
+        c["raw"] = c["evidence"] / max_evidence + _COVERAGE_WEIGHT * c["coverage"] / max_coverage
+        c["total"] = c["raw"] + _PRIOR_WEIGHT / (1 + c["rank"])
     candidates.sort(key=lambda c: (-c["total"], c["rank"]))
     kept = candidates[:max(0, source_limit)]
     best_total = kept[0]["total"] if kept else 0.0
@@ -357,7 +387,8 @@ def summarize_extractive(question: str, pages: list[dict], hits: list[SearchHit]
         ranked_points += [(c["scores"][i], si, i, c["sentences"][i]) for i in chosen]
 
     ranked_points.sort(key=lambda p: (-p[0], p[1], p[2]))
-    positive = [p for p in ranked_points if p[0] > 0] or sorted(ranked_points, key=lambda p: (p[1], p[2]))
+    # Nothing matched the question: the lead sentence of each source, best source first.
+    positive = [p for p in ranked_points if p[0] > 0] or sorted(ranked_points, key=lambda p: (p[2], p[1]))
     insights: list[str] = []
     for _, _, _, sentence in positive:
         if sentence not in insights:
@@ -372,7 +403,8 @@ def summarize_extractive(question: str, pages: list[dict], hits: list[SearchHit]
 
 def _md_text(text: str) -> str:
     """Escape text that is not quoted evidence (titles) so it cannot break the Markdown around it."""
-    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", collapse_whitespace(text))
+    text = collapse_whitespace(text).replace("“", '"').replace("”", '"')  # keep “…” for citations only
+    return re.sub(r"([\\`*_\[\]<>])", r"\\\1", text)
 
 
 def _md_url(url: str) -> str:
@@ -429,7 +461,7 @@ def render_report(question: str, notes: Notes, fallbacks: list[str], mode: str) 
                   "No sources were found for this question, so there is nothing to quote. "
                   "Try rephrasing the question, adding seed URLs or another search provider."]
         lines += ["", "## Open questions", ""]
-        lines.append(f"- The whole question remains open: no source addressed {question!r}.")
+        lines.append(f"- The whole question remains open: no source addressed “{question}”.")
         if fallback_note:
             lines.append(f"- {fallback_note}")
         lines += ["", "## Sources", ""]
@@ -468,22 +500,25 @@ def render_report(question: str, notes: Notes, fallbacks: list[str], mode: str) 
 
     # Which sources address which of the question's terms (page text, not just key points).
     key_terms = _key_terms(question)
-    source_terms = {n: set(_terms(s.summary)) for n, s in enumerate(notes_sources, start=1)}
-    coverage = {display: [n for n, s in enumerate(notes_sources, start=1)
-                          if _mentions(term, s.summary, source_terms[n])]
+    source_text = {n: f"{s.title} {s.summary}" for n, s in enumerate(notes_sources, start=1)}
+    source_terms = {n: set(_terms(text)) for n, text in source_text.items()}
+    coverage = {display: [n for n in source_text if _mentions(term, source_text[n], source_terms[n])]
                 for display, term in key_terms}
     shared = [(d, ns) for d, ns in coverage.items() if len(ns) >= 2]
     lines += ["", "## Implications and trade-offs", "",
               "Extractive mode cannot weigh trade-offs, reconcile disagreements or judge which source is "
               "right; it only shows where the sources speak to the same terms of the question."]
-    if shared:
+    single = [(d, ns[0]) for d, ns in coverage.items() if len(ns) == 1]
+    if len(notes_sources) == 1:
+        lines += ["", "Only one source was found, so there is nothing to compare it with."]
+    elif shared:
         lines += ["", "Sources that address the same key terms (common ground to compare, not proof of agreement):", ""]
         lines += [f"- `{d}`: {_cite_list(ns)}" for d, ns in shared]
-    elif len(notes_sources) > 1:
+    else:
         lines += ["", "No key term of the question appears in more than one source, so the sources cannot be "
                   "compared on it."]
-    else:
-        lines += ["", "Only one source was found, so there is nothing to compare it with."]
+    if single and len(notes_sources) > 1:
+        lines += ["", "Addressed by one source only: " + ", ".join(f"`{d}` [{n}]" for d, n in single) + "."]
 
     lines += ["", "## Open questions", ""]
     open_items: list[str] = []

@@ -150,7 +150,7 @@ class LocalSandbox(Sandbox):
         sandbox was already terminated. Never raises for those cases; safe to call repeatedly.
         """
         try:
-            state = self._load(sandbox_id)
+            self._load(sandbox_id)
         except SandboxNotFound:
             return False
         async with self._lock(sandbox_id):
@@ -194,10 +194,7 @@ class LocalSandbox(Sandbox):
             groups.append(proc["pgid"])
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pgid in groups:
-                try:
-                    os.killpg(pgid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _signal(os.killpg, pgid, sig)
             if sig == signal.SIGTERM and groups:
                 deadline = time.monotonic() + TERM_GRACE_S
                 while time.monotonic() < deadline and any(_is_alive(p) for p in state["processes"]):
@@ -208,10 +205,7 @@ class LocalSandbox(Sandbox):
             if not stray:
                 break
             for pid in stray:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _signal(os.kill, pid, signal.SIGKILL)
             await asyncio.sleep(0.05)
         for proc in state["processes"]:  # reap our own children so they do not linger as zombies
             child = self._children.pop(proc["pid"], None)
@@ -274,7 +268,7 @@ class LocalSandbox(Sandbox):
         finally:
             # On timeout/cancellation, and for leftovers of a finished command (as bwrap's pid
             # namespace would): kill the whole group. Its id cannot be reused while members live.
-            _killpg(proc.pid)
+            _signal(os.killpg, proc.pid, signal.SIGKILL)
             waiter = asyncio.ensure_future(proc.wait())
             _, pending = await asyncio.wait([*readers, waiter], timeout=2.0)
             for task in pending:
@@ -352,9 +346,10 @@ async def _drain(stream: asyncio.StreamReader | None, buf: bytearray) -> None:
             buf.extend(chunk[: OUTPUT_CAP - len(buf)])
 
 
-def _killpg(pgid: int) -> None:
+def _signal(kill: Any, target: int, sig: int) -> None:
+    """os.kill / os.killpg, ignoring targets that are already gone."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        kill(target, sig)
     except (ProcessLookupError, PermissionError):
         pass
 

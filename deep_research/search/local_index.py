@@ -8,33 +8,44 @@ Build an index from a folder of HTML files and the base URL they are served at (
     python -m deep_research.search.local_index build --start-url http://127.0.0.2:8765/ --db .data/index.sqlite
     python -m deep_research.search.local_index query --db .data/index.sqlite "What is the GIL?"
 
-Index layout: one FTS5 table `docs(title, headings, body, url, summary, prior)`, tokenised with
-`porter unicode61`; only the first three columns are indexed. `headings` holds the h1-h3 texts plus
-the terms of definition lists (Sphinx API entries such as `Path.rglob`, glossary terms), i.e. the
-names a page is *about*. `prior` is a static per-page factor that demotes release notes (see
-`page_prior`). Ranking is `bm25(docs, TITLE_WEIGHT, HEADINGS_WEIGHT, BODY_WEIGHT) * prior`.
+Index layout (tokenizer `porter unicode61` everywhere):
+
+- `docs(title, headings, body, names, url, summary, prior)`, FTS5; url/summary/prior UNINDEXED.
+  `headings` holds the h1-h4 texts (section numbers stripped) plus the terms of definition lists
+  (Sphinx API entries such as `Path.rglob`, glossary terms): the names a page is *about*.
+  `names` holds every identifier with an underscore in a single-token spelling (see
+  `identifier_token`). `prior` is a static per-page factor (see `page_prior`).
+- `heads(title, headings)`, FTS5, same rowids: title and headings alone, so that BM25 length
+  normalisation compares headings with headings (see `HEADS_SCORE_WEIGHT`).
+- `meta(key, value)`: schema version, source, document count, build time.
+
+Ranking: score = (-bm25(docs, TITLE, HEADINGS, BODY, NAMES) + HEADS_SCORE_WEIGHT *
+-bm25(heads, TITLE, HEADINGS)) * prior; higher is better.
 
 Identifiers: `unicode61` splits on `_` and `.`, so `__slots__` is indexed as the token `slots`,
-`capture_output` as `capture` `output`, and `typing.Protocol` as `typing` `protocol`. Queries do
-the same: an identifier becomes the FTS5 phrase of its parts (`"capture output"`), which matches
-exactly those adjacent tokens, plus its parts as single terms when it is a dotted name.
+`capture_output` as `capture` `output`, and `typing.Protocol` as `typing` `protocol`. A query
+identifier therefore becomes the FTS5 phrase of its parts (`"capture output"`, which matches
+exactly those adjacent tokens), plus its single-token spelling for the `names` column
+(`"00slots00"`, which only matches the real `__slots__`, not "type slots"), plus the parts of
+dotted names as single terms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import os
 import re
 import sqlite3
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-import lxml.html
 from lxml import etree
 
 from deep_research.models import SearchHit
@@ -47,6 +58,13 @@ SCHEMA_VERSION = "1"
 TITLE_WEIGHT = 10.0
 HEADINGS_WEIGHT = 4.0
 BODY_WEIGHT = 1.0
+NAMES_WEIGHT = 1.0  # the `names` column: identifiers with underscores kept whole
+# FTS5's bm25() adds the weighted column frequencies up before saturating them and normalises by
+# the length of the whole row, so on a long page (a reference page of 15,000 words) even a title
+# match counts for little. A second FTS5 table `heads(title, headings)`, normalised by the length
+# of the headings alone, measures what a page is *about*; its score is added with this factor.
+HEADS_SCORE_WEIGHT = 2.0
+CANDIDATES = 300  # rows taken from each table before combining the scores
 
 SNIPPET_TOKENS = 30
 SUMMARY_CHARS = 300
@@ -55,6 +73,8 @@ MAX_QUERY_PHRASES = 24
 # Release notes and changelogs mention nearly every feature once, so they match almost any
 # question; their scores are multiplied by this factor. A general rule, not tied to one corpus.
 RELEASE_NOTES_PRIOR = 0.35
+HUB_LINK_DENSITY = 0.6
+HUB_PRIOR = 0.5
 _RELEASE_NOTES_RE = re.compile(r"(?:^|/)(?:whatsnew|changelog|changes|news|release[-_]?notes?)(?:/|\.|$)", re.I)
 
 # Pages that are not content: sources, static files, generated indexes and the search page.
@@ -62,24 +82,24 @@ _SKIP_DIRS = frozenset({"_sources", "_static", "_images", "_downloads"})
 _SKIP_NAME_RE = re.compile(r"^(?:genindex.*|py-modindex|search|modindex)\.html?$", re.I)
 _HTML_SUFFIXES = (".html", ".htm")
 
-# Elements that are page chrome rather than content.
-_CHROME_XPATH = (
-    "//script | //style | //noscript | //template | //nav | //header | //footer | //form"
-    " | //*[@role='navigation'] | //*[@role='search']"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' sphinxsidebar ')]"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' related ')]"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' footer ')]"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' mobile-nav ')]"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
-    " | //*[contains(concat(' ', normalize-space(@class), ' '), ' sidebar ')]"
-)
+# Elements that are page chrome rather than content: by tag, by ARIA role, and by class
+# (generic names plus Sphinx's sidebar / "related" navigation bars / footer / permalink marks).
+_CHROME_TAGS = ("script", "style", "noscript", "template", "nav", "header", "footer", "form",
+                "iframe", "svg", "button", "select")
+_CHROME_ROLES = frozenset({"navigation", "search", "banner", "contentinfo"})
+_CHROME_CLASSES = frozenset({"sphinxsidebar", "sphinxsidebarwrapper", "related", "footer",
+                             "mobile-nav", "headerlink", "sidebar", "navbar", "breadcrumbs",
+                             "skip-link", "cookie-banner"})
+# Where the main content is, most specific first.
 _MAIN_XPATHS = (
     "//*[@role='main']",
     "//main",
     "//article",
-    "//*[contains(concat(' ', normalize-space(@class), ' '), ' body ')]",
+    "//div[contains(concat(' ', normalize-space(@class), ' '), ' body ')]",
     "//body",
 )
+# Section headings; h4 too, because Sphinx puts sub-subsections (`3.3.2.4. __slots__`) there.
+_SECTION_NUMBER_RE = re.compile(r"^(?:\d+\.)+\d*\s+")
 _BLOCK_TAGS = frozenset({
     "p", "div", "section", "li", "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "table",
     "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "br", "hr", "figure", "figcaption",
@@ -103,6 +123,24 @@ yourself yourselves tell explain mean means meaning work works difference differ
 
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
 _PART_RE = re.compile(r"[A-Za-z0-9]+")
+_IDENT_RE = re.compile(r"[A-Za-z0-9_]*_[A-Za-z0-9_]*")
+
+
+def identifier_token(word: str) -> str | None:
+    """The single-token form of an identifier with underscores, for the `names` column.
+
+    unicode61 splits on "_", so `__slots__` would only ever be the token `slots` (also the word
+    in "type slots"); `names` keeps it whole by spelling "_" as "0": `__slots__` -> `00slots00`,
+    `capture_output` -> `capture0output`. Words without "_" or without alphanumerics: None.
+    """
+    if "_" not in word or not any(c.isalnum() for c in word):
+        return None
+    return word.lower().replace("_", "0")
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """identifier_token() of every identifier with an underscore in `text`, repeats kept."""
+    return [t for t in map(identifier_token, _IDENT_RE.findall(text)) if t]
 
 
 # --------------------------------------------------------------------------- extraction
@@ -115,14 +153,11 @@ class Page:
     headings: str
     body: str
     summary: str
+    link_density: float = 0.0  # share of the body text that is link text
 
 
 def _clean(text: str) -> str:
     return " ".join(text.replace("\u00b6", " ").split())
-
-
-def _has_class(el: etree._Element, name: str) -> bool:
-    return name in (el.get("class") or "").split()
 
 
 def is_indexable_path(path: str) -> bool:
@@ -140,9 +175,19 @@ def is_indexable_path(path: str) -> bool:
     return True
 
 
-def page_prior(url: str) -> float:
-    """Static ranking factor of a page: release notes / changelogs get RELEASE_NOTES_PRIOR."""
-    return RELEASE_NOTES_PRIOR if _RELEASE_NOTES_RE.search(urlsplit(url).path) else 1.0
+def page_prior(url: str, link_density: float = 0.0) -> float:
+    """Static ranking factor of a page, multiplied into its score.
+
+    Release notes / changelogs get RELEASE_NOTES_PRIOR; hub pages that are mostly links (tables
+    of contents, section indexes: link_density >= HUB_LINK_DENSITY) get HUB_PRIOR, because they
+    repeat the titles of everything they link to but explain nothing.
+    """
+    prior = 1.0
+    if _RELEASE_NOTES_RE.search(urlsplit(url).path):
+        prior *= RELEASE_NOTES_PRIOR
+    if link_density >= HUB_LINK_DENSITY:
+        prior *= HUB_PRIOR
+    return prior
 
 
 def _links(doc: etree._Element, page_url: str) -> list[str]:
@@ -155,23 +200,83 @@ def _links(doc: etree._Element, page_url: str) -> list[str]:
     return out
 
 
-def parse_page(html: bytes | str, url: str) -> tuple[Page | None, list[str]]:
-    """Extract the indexable text of one HTML page, and the links it contains.
+def _text(el: etree._Element) -> str:
+    return _clean("".join(el.itertext()))
 
+
+def _drop(el: etree._Element) -> None:
+    """Remove an element but keep its tail text."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    if el.tail:
+        prev = el.getprevious()
+        if prev is not None:
+            prev.tail = (prev.tail or "") + el.tail
+        else:
+            parent.text = (parent.text or "") + el.tail
+    parent.remove(el)
+
+
+_PARSERS = threading.local()
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def _parser(encoding: str) -> etree.HTMLParser:
+    cache = _PARSERS.__dict__.setdefault("by_encoding", {})
+    parser = cache.get(encoding)
+    if parser is None:
+        parser = cache[encoding] = etree.HTMLParser(
+            encoding=encoding, remove_comments=True, remove_pis=True
+        )
+    return parser
+
+
+def _encoding(html: bytes, declared: str | None) -> str:
+    """The encoding to parse `html` with: the HTTP/caller's charset, else a <meta> charset in
+    the first 4 KB, else UTF-8 if the bytes decode as UTF-8, else windows-1252."""
+    for candidate in (declared, *(m.decode("ascii") for m in _META_CHARSET_RE.findall(html[:4096])[:1])):
+        if candidate:
+            try:
+                return codecs.lookup(candidate).name
+            except LookupError:
+                pass
+    try:
+        html.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        return "cp1252"
+
+
+def parse_page(
+    html: bytes | str, url: str, *, want_links: bool = False, encoding: str | None = None
+) -> tuple[Page | None, list[str]]:
+    """Extract the indexable text of one HTML page (and, with want_links, the links in it).
+
+    `encoding` is the charset the server declared, if any (see `_encoding`).
     Returns (None, links) when the page has no text.
     """
+    if isinstance(html, str):
+        html = html.encode("utf-8")
+        encoding = "utf-8"
     try:
-        doc = lxml.html.document_fromstring(html)
-    except (etree.ParserError, ValueError):
+        doc = etree.fromstring(html, _parser(_encoding(html, encoding)))
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
         return None, []
-    links = _links(doc, url)
+    if doc is None:
+        return None, []
+    links = _links(doc, url) if want_links else []
 
     title_el = doc.find(".//title")
-    html_title = _clean(title_el.text_content()) if title_el is not None else ""
+    html_title = _text(title_el) if title_el is not None else ""
 
-    for el in doc.xpath(_CHROME_XPATH):
-        if el.getparent() is not None:
-            el.drop_tree()
+    chrome = list(doc.iter(*_CHROME_TAGS))
+    for el in doc.xpath("//*[@class or @role]"):
+        if (el.get("role") in _CHROME_ROLES
+                or not _CHROME_CLASSES.isdisjoint((el.get("class") or "").split())):
+            chrome.append(el)
+    for el in chrome:
+        _drop(el)  # dropping an already detached subtree's child is harmless
 
     main = None
     for xp in _MAIN_XPATHS:
@@ -184,40 +289,43 @@ def parse_page(html: bytes | str, url: str) -> tuple[Page | None, list[str]]:
 
     headings: list[str] = []
     h1_text = ""
-    for h in main.xpath(".//h1 | .//h2 | .//h3"):
-        text = _clean(h.text_content())
+    for h in main.iter("h1", "h2", "h3", "h4"):
+        text = _SECTION_NUMBER_RE.sub("", _text(h))
         if text:
             headings.append(text)
             if not h1_text and h.tag == "h1":
                 h1_text = text
-    # Definition terms: API signatures (name only) and glossary terms.
+    # Definition terms: API signatures (name only, without "class"/"async" annotations) and
+    # glossary terms.
     for dt in main.iter("dt"):
         for prop in dt.xpath(".//em[contains(concat(' ', @class, ' '), ' property ')]"):
-            prop.drop_tree()
-        text = _clean(dt.text_content()).split("(", 1)[0].strip()
+            _drop(prop)
+        text = _text(dt).split("(", 1)[0].strip()
         if text and len(text) <= 100:
             headings.append(text)
 
     summary = ""
     for p in main.iter("p"):
-        text = _clean(p.text_content())
+        text = _text(p)
         if len(text) >= 40:
             summary = text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1].rsplit(" ", 1)[0] + "…"
             break
 
+    link_chars = sum(len(_text(a)) for a in main.iter("a"))
     # Separate block elements with whitespace so words of adjacent blocks do not run together.
-    for el in main.iter():
-        if isinstance(el.tag, str) and el.tag in _BLOCK_TAGS:
-            el.tail = "\n" + (el.tail or "")
-            el.text = "\n" + (el.text or "")
-    body = _clean(main.text_content())
+    for el in main.iter(*_BLOCK_TAGS):
+        el.tail = "\n" + (el.tail or "")
+        el.text = "\n" + (el.text or "")
+    body = _text(main)
     if not body:
         return None, links
+    link_density = min(1.0, link_chars / len(body))
 
     title = h1_text or _strip_site_suffix(html_title) or url
     if not summary:
         summary = body[:SUMMARY_CHARS]
-    return Page(url=url, title=title, headings="\n".join(headings), body=body, summary=summary), links
+    return Page(url=url, title=title, headings="\n".join(headings), body=body, summary=summary,
+                link_density=round(link_density, 3)), links
 
 
 def _strip_site_suffix(title: str) -> str:
@@ -282,7 +390,9 @@ def _pages_from_crawl(start_url: str, max_pages: int, timeout: float = 15.0):
             final_url = urldefrag(str(resp.url))[0]
             if final_url in stored or urlsplit(final_url).netloc.lower() != netloc:
                 continue
-            page, links = parse_page(resp.content, final_url)
+            page, links = parse_page(
+                resp.content, final_url, want_links=True, encoding=resp.charset_encoding
+            )
             for link in links:
                 parts = urlsplit(link)
                 if parts.netloc.lower() != netloc or parts.scheme not in ("http", "https"):
@@ -331,26 +441,37 @@ def build_index(
         conn.executescript(
             """
             CREATE VIRTUAL TABLE docs USING fts5(
-                title, headings, body, url UNINDEXED, summary UNINDEXED, prior UNINDEXED,
+                title, headings, body, names, url UNINDEXED, summary UNINDEXED, prior UNINDEXED,
                 tokenize='porter unicode61'
             );
+            CREATE VIRTUAL TABLE heads USING fts5(title, headings, tokenize='porter unicode61');
             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             """
         )
         count = 0
         with conn:
             for page in pages:
-                conn.execute(
-                    "INSERT INTO docs(title, headings, body, url, summary, prior) VALUES (?, ?, ?, ?, ?, ?)",
-                    (page.title, page.headings, page.body, page.url, page.summary, page_prior(page.url)),
-                )
                 count += 1
+                head_text = f"{page.title}\n{page.headings}"
+                conn.execute(
+                    "INSERT INTO docs(rowid, title, headings, body, names, url, summary, prior)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (count, page.title, page.headings, page.body,
+                     " ".join(identifier_tokens(head_text) + identifier_tokens(page.body)),
+                     page.url, page.summary, page_prior(page.url, page.link_density)),
+                )
+                conn.execute(
+                    "INSERT INTO heads(rowid, title, headings) VALUES (?, ?, ?)",
+                    (count, page.title,
+                     page.headings + "\n" + " ".join(identifier_tokens(head_text))),
+                )
             conn.executemany(
                 "INSERT INTO meta(key, value) VALUES (?, ?)",
                 [("schema", SCHEMA_VERSION), ("source", source), ("documents", str(count)),
                  ("built_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))],
             )
             conn.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+            conn.execute("INSERT INTO heads(heads) VALUES ('optimize')")
     except BaseException:
         conn.close()
         tmp_path.unlink(missing_ok=True)
@@ -427,6 +548,10 @@ def build_match_query(question: str) -> str:
         if not parts:
             continue
         add(" ".join(parts))
+        for segment in word.split("."):
+            token = identifier_token(segment)
+            if token:
+                add(token)
         if "." in word and len(parts) > 1:  # module.attribute: each name is meaningful alone
             for part in parts:
                 if part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
@@ -460,14 +585,7 @@ def search_index(db_path: Path, question: str, max_results: int) -> list[SearchH
     except sqlite3.Error as exc:
         raise SearchError(f"cannot open local search index {db_path}: {exc}", retryable=False) from exc
     try:
-        rows = conn.execute(
-            f"""
-            SELECT url, title, snippet(docs, 2, '', '', '…', {SNIPPET_TOKENS}), summary,
-                   bm25(docs, ?, ?, ?) * prior AS rank
-            FROM docs WHERE docs MATCH ? ORDER BY rank, url LIMIT ?
-            """,
-            (TITLE_WEIGHT, HEADINGS_WEIGHT, BODY_WEIGHT, match, max_results),
-        ).fetchall()
+        rows = _ranked_rows(conn, match, max_results)
     except sqlite3.DatabaseError as exc:
         raise SearchError(
             f"local search index {db_path} cannot be queried ({exc}); rebuild it with "
@@ -477,10 +595,63 @@ def search_index(db_path: Path, question: str, max_results: int) -> list[SearchH
     finally:
         conn.close()
     hits = []
-    for url, title, snippet, summary, rank in rows:
+    for url, title, snippet, summary, score in rows:
         snippet = _clean(snippet or "") or summary or ""
-        hits.append(SearchHit(url=url, title=title, snippet=snippet, score=round(-rank, 6), provider="local"))
+        hits.append(SearchHit(url=url, title=title, snippet=snippet, score=round(score, 6), provider="local"))
     return hits
+
+
+def _ranked_rows(conn: sqlite3.Connection, match: str, limit: int) -> list[tuple]:
+    """(url, title, snippet, summary, score) of the best `limit` rows, best first.
+
+    score = (-bm25(docs, TITLE, HEADINGS, BODY, NAMES) + HEADS_SCORE_WEIGHT * -bm25(heads,
+    TITLE, HEADINGS)) * prior; higher is better. Candidates are the best CANDIDATES rows of
+    each table; ties at the cut-off are broken by URL.
+    """
+    docs = {
+        rowid: (-bm25, prior)
+        for rowid, bm25, prior in conn.execute(
+            "SELECT rowid, bm25(docs, ?, ?, ?, ?) AS r, prior FROM docs WHERE docs MATCH ?"
+            " ORDER BY r LIMIT ?",
+            (TITLE_WEIGHT, HEADINGS_WEIGHT, BODY_WEIGHT, NAMES_WEIGHT, match, CANDIDATES),
+        )
+    }
+    heads = {
+        rowid: -bm25
+        for rowid, bm25 in conn.execute(
+            "SELECT rowid, bm25(heads, ?, ?) AS r FROM heads WHERE heads MATCH ? ORDER BY r LIMIT ?",
+            (TITLE_WEIGHT, HEADINGS_WEIGHT, match, CANDIDATES),
+        )
+    }
+    missing = [rowid for rowid in heads if rowid not in docs]
+    if missing:
+        marks = ",".join("?" * len(missing))
+        for rowid, bm25, prior in conn.execute(
+            f"SELECT rowid, bm25(docs, ?, ?, ?, ?), prior FROM docs"
+            f" WHERE docs MATCH ? AND rowid IN ({marks})",
+            (TITLE_WEIGHT, HEADINGS_WEIGHT, BODY_WEIGHT, NAMES_WEIGHT, match, *missing),
+        ):
+            docs[rowid] = (-bm25, prior)
+    scored = {
+        rowid: (body_score + HEADS_SCORE_WEIGHT * heads.get(rowid, 0.0)) * float(prior)
+        for rowid, (body_score, prior) in docs.items()
+    }
+    if not scored:
+        return []
+    order = sorted(scored, key=lambda rowid: -scored[rowid])
+    cutoff = scored[order[min(limit, len(order)) - 1]]
+    best = [rowid for rowid in order if scored[rowid] >= cutoff]  # with the ties at the cutoff
+    marks = ",".join("?" * len(best))
+    rows = {
+        row[0]: row[1:]
+        for row in conn.execute(
+            f"SELECT rowid, url, title, snippet(docs, 2, '', '', '…', {SNIPPET_TOKENS}), summary"
+            f" FROM docs WHERE docs MATCH ? AND rowid IN ({marks})",
+            (match, *best),
+        )
+    }
+    ranked = sorted(rows, key=lambda rowid: (-scored[rowid], rows[rowid][0]))[:limit]
+    return [(*rows[rowid], scored[rowid]) for rowid in ranked]
 
 
 def suggest(db_path: Path, question: str, limit: int) -> list[str]:
