@@ -16,7 +16,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from deep_research import policies as P
@@ -217,10 +217,11 @@ class ResearchWorkflow:
         if task.done():
             return
         task.cancel()
-        try:
-            await asyncio.shield(asyncio.wait([task]))
-        except asyncio.CancelledError:
-            pass
+        while not task.done():
+            try:
+                await workflow.wait_condition(task.done)
+            except asyncio.CancelledError:
+                continue  # a second cancel: still wait, the sandbox must not be left mid-step
 
     # ------------------------------------------------------------------ the pipeline
 
@@ -240,7 +241,7 @@ class ResearchWorkflow:
     async def _search(self) -> None:
         self._mark("search", "running")
         try:
-            out: SearchOutput = await workflow.execute_activity(
+            out: SearchOutput = await _execute(
                 "search",
                 SearchInput(
                     question=self._input.question,
@@ -264,7 +265,7 @@ class ResearchWorkflow:
         # create + warmup
         self._mark("sandbox", "running", "creating sandbox")
         try:
-            created: CreateSandboxOutput = await workflow.execute_activity(
+            created: CreateSandboxOutput = await _execute(
                 "create_sandbox",
                 CreateSandboxInput(
                     workflow_id=workflow.info().workflow_id,
@@ -273,6 +274,8 @@ class ResearchWorkflow:
                 result_type=CreateSandboxOutput,
                 start_to_close_timeout=P.CREATE_TIMEOUT,
                 retry_policy=P.CREATE_RETRY,
+                # Not waited on: a sandbox created after the cancel is reaped by its server-side expiry.
+                cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
             )
         except ActivityError as err:
             self._fail("sandbox", FB_CREATE, err)
@@ -311,7 +314,7 @@ class ResearchWorkflow:
         """Up to 5 health checks, 2 s x attempt + jitter apart, on durable timers."""
         for attempt in range(1, P.WARMUP_ATTEMPTS + 1):
             try:
-                await workflow.execute_activity(
+                await _execute(
                     "warmup_sandbox",
                     SandboxInput(sandbox_id=self._sandbox_id),
                     start_to_close_timeout=P.WARMUP_CHECK_TIMEOUT,
@@ -329,7 +332,7 @@ class ResearchWorkflow:
 
     async def _verify_browser(self, *, use_local_install: bool) -> VerifyOutput | None:
         try:
-            return await workflow.execute_activity(
+            return await _execute(
                 "verify_browser",
                 VerifyInput(sandbox_id=self._sandbox_id, python=self._python, use_local_install=use_local_install),
                 result_type=VerifyOutput,
@@ -361,7 +364,7 @@ class ResearchWorkflow:
         limits = self._limits.model_copy(update={"max_duration_s": min(self._limits.max_duration_s, budget_s)})
         self._crawl_output_path = CRAWL_OUTPUT
         try:
-            crawl: CrawlOutput = await workflow.execute_activity(
+            crawl: CrawlOutput = await _execute(
                 "crawl_pages",
                 CrawlInput(
                     sandbox_id=self._sandbox_id, python=self._python, executable=verified.executable,
@@ -371,7 +374,6 @@ class ResearchWorkflow:
                 start_to_close_timeout=timedelta(seconds=limits.max_duration_s) + P.CRAWL_TIMEOUT_MARGIN,
                 heartbeat_timeout=P.CRAWL_HEARTBEAT_TIMEOUT,
                 retry_policy=P.CRAWL_RETRY,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         except ActivityError as err:
             self._fail("crawl", FB_CRAWL_FAILED, err)
@@ -409,10 +411,9 @@ class ResearchWorkflow:
             allow_llm=allow_llm,
         )
         try:
-            self._notes = await workflow.execute_activity(
+            self._notes = await _execute(
                 "summarize", base, result_type=SummarizeOutput,
                 start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         except ActivityError as err:
             if not allow_llm:
@@ -420,7 +421,7 @@ class ResearchWorkflow:
             # Seed: "Agent summarization fails -> use raw crawled content".
             workflow.logger.warning("summarization failed: %s", _cause(err))
             self._fallbacks.append(FB_SUMMARY)
-            self._notes = await workflow.execute_activity(
+            self._notes = await _execute(
                 "summarize", base.model_copy(update={"allow_llm": False}), result_type=SummarizeOutput,
                 start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY,
             )
@@ -428,7 +429,7 @@ class ResearchWorkflow:
 
     async def _generate(self, *, allow_llm: bool = True) -> None:
         self._mark("finalize", "running")
-        self._report = await workflow.execute_activity(
+        self._report = await _execute(
             "generate_report",
             GenerateInput(
                 question=self._input.question, notes_ref=self._notes.notes_ref,
@@ -466,7 +467,7 @@ class ResearchWorkflow:
     async def _terminate(self) -> None:
         self._mark("cleanup", "running", self._sandbox_id)
         try:
-            out: TerminateOutput = await workflow.execute_activity(
+            out: TerminateOutput = await _execute(
                 "terminate_sandbox",
                 SandboxInput(sandbox_id=self._sandbox_id),
                 result_type=TerminateOutput,
@@ -484,10 +485,9 @@ class ResearchWorkflow:
     # ------------------------------------------------------------------ helpers
 
     async def _sandbox_call(self, name, arg, result_type, *, timeout, heartbeat=None, retry=P.SANDBOX_API_RETRY):
-        return await workflow.execute_activity(
+        return await _execute(
             name, arg, result_type=result_type,
             start_to_close_timeout=timeout, heartbeat_timeout=heartbeat, retry_policy=retry,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
     def _mark(self, step: str, state: str, message: str = "") -> None:
@@ -516,6 +516,22 @@ class ResearchWorkflow:
             sandbox_terminated=self._sandbox_terminated,
             cancel_reason=self._cancel_reason,
         )
+
+
+async def _execute(activity: str, arg, **options):
+    """workflow.execute_activity, except that a cancelled activity raises asyncio.CancelledError.
+
+    The SDK reports a cancelled activity as ActivityError(cause=CancelledError); the fallback
+    branches catch ActivityError, and a cancel must never be mistaken for a failed step.
+    """
+    # A step in flight is cancelled and awaited before the sandbox is terminated.
+    options.setdefault("cancellation_type", workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+    try:
+        return await workflow.execute_activity(activity, arg, **options)
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise asyncio.CancelledError(str(err.cause)) from err
+        raise
 
 
 def _cause(err: BaseException | None) -> str:
