@@ -339,7 +339,7 @@ def _strip_site_suffix(title: str) -> str:
 # --------------------------------------------------------------------------- building
 
 
-def _pages_from_folder(folder: Path, base_url: str, max_pages: int):
+def _pages_from_folder(folder: Path, base_url: str, max_pages: int, section_urls: dict[str, str] | None = None):
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"folder {folder} is not a directory")
@@ -357,7 +357,8 @@ def _pages_from_folder(folder: Path, base_url: str, max_pages: int):
     for rel in files:
         if count >= max_pages:
             break
-        page, _ = parse_page((folder / rel).read_bytes(), base_url + rel)
+        section_base = (section_urls or {}).get(rel.split("/", 1)[0], base_url)
+        page, _ = parse_page((folder / rel).read_bytes(), section_base.rstrip("/") + "/" + rel)
         if page is not None:
             count += 1
             yield page
@@ -413,18 +414,20 @@ def build_index(
     base_url: str | None = None,
     start_url: str | None = None,
     max_pages: int = 2000,
+    section_urls: dict[str, str] | None = None,
 ) -> int:
     """Build (replace) the index at `db_path`; returns the number of documents indexed.
 
     Either `folder` + `base_url` (each HTML file's URL is base_url + its path relative to the
-    folder) or `start_url` (breadth-first crawl of that host with httpx, at most `max_pages`
+    folder; `section_urls` maps a top-level folder to another base URL, so one folder can stand
+    for several hosts) or `start_url` (breadth-first crawl of that host with httpx, at most `max_pages`
     pages). The index is written to a temporary file and moved into place at the end, so a
     reader never sees a half-built index.
     """
     if folder is not None:
         if not base_url:
             raise ValueError("base_url is required with folder")
-        pages = _pages_from_folder(Path(folder), base_url, max_pages)
+        pages = _pages_from_folder(Path(folder), base_url, max_pages, section_urls)
         source = f"folder {folder} at {base_url}"
     elif start_url:
         pages = _pages_from_crawl(start_url, max_pages)
