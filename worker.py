@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
+from datetime import timedelta
 
 from activities import all_activities
 from activities.deps import Deps
@@ -21,6 +22,7 @@ from deep_research.temporal_client import connect
 from workflows.research import ResearchWorkflow
 
 log = structlog.get_logger("worker")
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 
 class ConfigurationError(Exception):
@@ -66,6 +68,10 @@ def build_worker(client: Client, settings: Settings, *, deps: Deps | None = None
         task_queue=task_queue or settings.task_queue,
         workflows=[ResearchWorkflow],
         activities=list(activities),
+        # Heartbeats are how a running activity learns it was cancelled; the SDK's default throttle
+        # (30 s without a heartbeat timeout) would leave a cancelled step running that long.
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
 
 

@@ -32,10 +32,10 @@ APT_PACKAGES = ("libnss3 libnspr4 libdbus-1-3 libatk1.0-0 libatk-bridge2.0-0 lib
 
 async def exec_with_heartbeat(deps: Deps, sandbox_id: str, command: str, *, timeout_s: float,
                               env: dict[str, str] | None = None) -> ExecResult:
-    """A long exec, heartbeating every 10 s so Temporal sees the activity alive."""
+    """A long exec, heartbeating every second: Temporal sees it alive and can deliver a cancel."""
     task = asyncio.create_task(deps.sandbox.exec(sandbox_id, command, timeout_s=timeout_s, env=env))
     while True:
-        done, _ = await asyncio.wait({task}, timeout=10)
+        done, _ = await asyncio.wait({task}, timeout=1)
         if done:
             return task.result()
         activity.heartbeat(command[:80])

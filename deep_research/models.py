@@ -55,6 +55,8 @@ class ResearchInput(_Model):
     seed_urls: list[str] = Field(default_factory=list)
     # Search provider name; None means the worker's configured default.
     search_provider: str | None = None
+    # A deadline other than the mode's duration (minutes from the start); `extend` moves it later.
+    duration_minutes: float | None = Field(default=None, gt=0, le=360)
 
     @field_validator("question")
     @classmethod

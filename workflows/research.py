@@ -81,6 +81,8 @@ class ResearchWorkflow:
         self._input = inp
         self._limits = compute_limits(inp.mode, inp.optimization)
         self._steps = {s: StepProgress(id=s, label=STEP_LABELS[s]) for s in STEP_NAMES}
+        if inp.duration_minutes is not None:
+            self._limits = self._limits.model_copy(update={"max_duration_s": max(1, int(inp.duration_minutes * 60))})
         self._deadline = workflow.now() + timedelta(seconds=self._limits.max_duration_s)
         self._started = workflow.now()
         self._deadline_moved = False
@@ -95,6 +97,7 @@ class ResearchWorkflow:
         self._terminate_task: asyncio.Task | None = None
         self._python = ""
         self._crawl_output_path: str | None = None
+        self._crawl_interrupted = False  # the crawl started and did not return
         self._collect: CollectOutput | None = None
         self._notes: SummarizeOutput | None = None
         self._report: GenerateOutput | None = None
@@ -172,8 +175,8 @@ class ResearchWorkflow:
                 self._status = stop
                 self._fallbacks.append(FB_DEADLINE if stop == "deadline" else FB_CANCELLED)
                 await self._cancel_and_wait(pipeline)
-                if self._collect is None and self._crawl_output_path and self._sandbox_id:
-                    await self._collect_output()  # partial pages written before the stop
+                if self._crawl_interrupted:
+                    await self._collect_output()  # partial pages the crawler wrote before the stop
                 await self._terminate_once()
                 await self._report_from_what_we_have()
             await self._terminate_once()
@@ -363,6 +366,7 @@ class ResearchWorkflow:
         budget_s = int(max(budget, P.MIN_CRAWL_BUDGET).total_seconds())
         limits = self._limits.model_copy(update={"max_duration_s": min(self._limits.max_duration_s, budget_s)})
         self._crawl_output_path = CRAWL_OUTPUT
+        self._crawl_interrupted = True
         try:
             crawl: CrawlOutput = await _execute(
                 "crawl_pages",
@@ -376,7 +380,9 @@ class ResearchWorkflow:
                 retry_policy=P.CRAWL_RETRY,
             )
         except ActivityError as err:
+            self._crawl_interrupted = False
             self._fail("crawl", FB_CRAWL_FAILED, err)
+        self._crawl_interrupted = False
         if crawl.timed_out:
             self._fallbacks.append(FB_CRAWL_TIMEOUT)
         if not await self._collect_output():
