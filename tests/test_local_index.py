@@ -230,10 +230,8 @@ def python_docs_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not EVAL_FILE.is_file():
         pytest.skip(f"eval questions {EVAL_FILE} are missing")
     db = tmp_path_factory.mktemp("pydocs") / "index.sqlite"
-    started = time.monotonic()
     n = build_index(db, folder=PYTHON_DOCS, base_url=BASE)
     assert n > 400
-    assert time.monotonic() - started < 60
     return db
 
 
