@@ -80,7 +80,7 @@ class CrawlActivities:
         """done marker, alive time and the log from `offset`, in one exec (the seed's tail -c +N)."""
         script = (
             f"printf '%s' \"$(cat {DONE} 2>/dev/null)\" | base64 -w0; echo; "
-            f"cat {ALIVE} 2>/dev/null; echo; "
+            f"printf '%s\\n' \"$(cat {ALIVE} 2>/dev/null)\"; "
             f"tail -c +{offset + 1} {LOG} 2>/dev/null | head -c {MAX_LOG_CHUNK} | base64 -w0"
         )
         result = await self.deps.sandbox.exec(sandbox_id, script, timeout_s=30)
@@ -170,7 +170,7 @@ class CrawlActivities:
         try:
             await activity.client().get_workflow_handle(workflow_id).signal("crawl_progress", progress)
         except Exception as exc:  # progress display must never fail the crawl
-            activity_logger().debug("progress signal failed", error=str(exc))
+            activity_logger().warning("progress signal failed", error=str(exc))
 
     @activity.defn(name="collect_output")
     async def collect_output(self, inp: CollectInput) -> CollectOutput:
