@@ -22,6 +22,7 @@ from deep_research.corpus import PYTHON_DOCS, serve_directory
 from deep_research.models import ResearchInput, ResearchResult
 from deep_research.search.local_index import build_index
 from worker import build_worker
+from tests.test_workflow import record_history
 from workflows.research import ResearchWorkflow
 
 pytestmark = [
@@ -71,11 +72,13 @@ async def test_light_research_cites_the_expected_page(corpus, dev_env):
     queue = f"e2e-{uuid.uuid4().hex[:8]}"
     settings = load_settings({**os.environ, **_env(corpus, dev_env, queue)})
     async with build_worker(dev_env.client, settings):
-        result: ResearchResult = await dev_env.client.execute_workflow(
+        handle = await dev_env.client.start_workflow(
             ResearchWorkflow.run,
             ResearchInput(question="How do I run a subprocess and capture its output?", mode="light"),
             id=f"e2e-{uuid.uuid4().hex[:8]}", task_queue=queue,
         )
+        result: ResearchResult = await handle.result()
+    await record_history(handle, "e2e-light-research")
     assert result.status == "completed", result.fallbacks
     assert result.fallbacks == []
     assert result.pages_crawled >= 3
@@ -117,6 +120,7 @@ async def test_worker_killed_mid_crawl_reattaches_and_cleans_up(corpus, dev_env,
         first.wait()
         second = _start_worker(env, log)
         result: ResearchResult = await asyncio.wait_for(handle.result(), 300)
+        await record_history(handle, "e2e-worker-killed")
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
@@ -129,12 +133,10 @@ async def test_worker_killed_mid_crawl_reattaches_and_cleans_up(corpus, dev_env,
     crawl_results = []
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            payload = event.activity_task_completed_event_attributes.result.payloads[0].data
-            body = json.loads(payload)
-            if "attached" in body:
+            payloads = event.activity_task_completed_event_attributes.result.payloads
+            body = json.loads(payloads[0].data) if payloads and payloads[0].data else None
+            if isinstance(body, dict) and "attached" in body:
                 crawl_results.append(body)
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            pass
     assert len(crawl_results) == 1 and crawl_results[0]["attached"] is True, crawl_results
     assert "crawler started" in log.read_text() and log.read_text().count("crawler started") == 1
     assert "re-attaching to the running crawler" in log.read_text()

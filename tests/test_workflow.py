@@ -7,7 +7,9 @@ deadline and `extend`, retries per the policies, and terminate exactly once on e
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
+from pathlib import Path
 from datetime import datetime
 
 import pytest
@@ -24,7 +26,8 @@ from workflows import research as W
 QUESTION = "How do I run a subprocess and capture its output?"
 
 
-async def _run(env, standins: Standins, inp: ResearchInput | None = None, *, during=None) -> ResearchResult:
+async def _run(env, standins: Standins, inp: ResearchInput | None = None, *, during=None,
+               record: str | None = None) -> ResearchResult:
     """Run one research with the stand-ins; `during(handle)` runs while it is in flight."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     async with build_worker(env.client, Settings(), activities=standins.activities(), task_queue=queue):
@@ -34,7 +37,18 @@ async def _run(env, standins: Standins, inp: ResearchInput | None = None, *, dur
         )
         if during is not None:
             await during(handle)
-        return await handle.result()
+        try:
+            return await handle.result()
+        finally:
+            if record:
+                await record_history(handle, record)
+
+
+async def record_history(handle, name: str) -> None:
+    """With DR_RECORD_HISTORIES=1, keep this run's history for the replay test."""
+    if os.environ.get("DR_RECORD_HISTORIES") == "1":
+        history = await handle.fetch_history()
+        (Path(__file__).parent / "histories" / f"{name}.json").write_text(history.to_json())
 
 
 def _terminated_once(s: Standins) -> bool:
@@ -46,7 +60,7 @@ def _terminated_once(s: Standins) -> bool:
 
 async def test_happy_path_runs_every_step_in_order_and_terminates_once(time_env):
     s = Standins()
-    result = await _run(time_env, s)
+    result = await _run(time_env, s, record="standin-happy-path")
     assert result.status == "completed"
     assert s.events == ["search", "create_sandbox", "warmup_sandbox", "install_runtime", "verify_browser",
                         "crawl_pages", "collect_output", "summarize", "generate_report", "terminate_sandbox"]
@@ -109,7 +123,7 @@ async def test_warmup_502s_then_ready(time_env):
 
 async def test_warmup_fails_five_times_falls_back_and_terminates(time_env):
     s = Standins(failures={"warmup_sandbox": -1})
-    result = await _run(time_env, s)
+    result = await _run(time_env, s, record="standin-warmup-fails")
     assert s.calls["warmup_sandbox"] == P.WARMUP_ATTEMPTS == 5
     assert result.fallbacks == [W.FB_WARMUP]
     assert _terminated_once(s) and result.sandbox_terminated
@@ -209,7 +223,7 @@ async def test_cancel_signal_in_each_phase(time_env, phase):
         await asyncio.wait_for(s.blocked_started.wait(), 30)
         await handle.signal(W.ResearchWorkflow.cancel, CancelRequest(reason="user changed mind"))
 
-    result = await _run(time_env, s, during=during)
+    result = await _run(time_env, s, during=during, record=f"standin-cancel-{phase}")
     assert result.status == "cancelled" and result.cancel_reason == "user changed mind"
     assert W.FB_CANCELLED in result.fallbacks
     # The step in flight was cancelled and acknowledged before the sandbox was terminated.
@@ -248,7 +262,8 @@ async def test_workflow_cancellation_terminates_sandbox(time_env):
 async def test_deadline_stops_the_crawl_and_reports_partial(time_env):
     # The test server cannot skip time while an activity runs, so this deadline is real: 6 s.
     s = Standins(block="crawl_pages")
-    result = await _run(time_env, s, ResearchInput(question=QUESTION, duration_minutes=0.1))
+    result = await _run(time_env, s, ResearchInput(question=QUESTION, duration_minutes=0.1),
+                        record="standin-deadline")
     assert result.status == "deadline"
     assert W.FB_DEADLINE in result.fallbacks
     assert _terminated_once(s)
@@ -295,7 +310,8 @@ async def test_extended_research_outlives_the_original_deadline(time_env):
         assert progress.status == "running"
         await handle.signal(W.ResearchWorkflow.cancel, CancelRequest(reason="enough"))
 
-    result = await _run(time_env, s, ResearchInput(question=QUESTION, duration_minutes=0.1), during=during)
+    result = await _run(time_env, s, ResearchInput(question=QUESTION, duration_minutes=0.1), during=during,
+                        record="standin-extend")
     assert result.status == "cancelled" and _terminated_once(s)
 
 
