@@ -13,6 +13,7 @@ Everything it started is stopped at the end; the dev server's SQLite history sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -97,6 +98,34 @@ def stop(proc: subprocess.Popen | None, name: str) -> None:
     log(f"{name} stopped")
 
 
+@contextlib.contextmanager
+def embedded_stack(docs: Path = PYTHON_DOCS):
+    """Corpus hosts, search index, Temporal dev server and a worker; all stopped on exit."""
+    if not docs.is_dir():
+        raise SystemExit(f"[demo] {docs} is missing: install the Debian package python3.11-doc")
+    settings = load_settings()
+    servers, urls = [], {}
+    temporal = worker = None
+    try:
+        for section, host in CORPUS_HOSTS.items():
+            server, urls[section] = serve_directory(docs, host, CORPUS_PORT)
+            servers.append(server)
+        log(f"serving {docs} at {', '.join(urls.values())}")
+        ensure_index(settings.search_index, urls, docs)
+        temporal = start_dev_server(settings.data_dir)
+        worker_log = settings.data_dir / "worker.log"
+        worker = subprocess.Popen([sys.executable, str(PROJECT_DIR / "worker.py")], cwd=PROJECT_DIR,
+                                  stdout=worker_log.open("ab"), stderr=subprocess.STDOUT)
+        log(f"worker started (log: {worker_log})")
+        yield settings
+    finally:
+        stop(worker, "worker")
+        stop(temporal, "Temporal dev server")
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--question", "-q", default=DEFAULT_QUESTION)
@@ -106,35 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    import starter  # validate the question before starting anything
+    import starter
 
     research_args = ["run", args.question, "--mode", args.mode, "--optimization", args.optimization]
-    starter.build_input(starter.parser().parse_args(research_args))
-
-    if not args.docs.is_dir():
-        raise SystemExit(f"[demo] {args.docs} is missing: install the Debian package python3.11-doc")
-    settings = load_settings()
-    servers, urls = [], {}
-    for section, host in CORPUS_HOSTS.items():
-        server, urls[section] = serve_directory(args.docs, host, CORPUS_PORT)
-        servers.append(server)
-    log(f"serving {args.docs} at {', '.join(urls.values())}")
-    ensure_index(settings.search_index, urls, args.docs)
-
-    temporal = start_dev_server(settings.data_dir)
-    worker = None
-    try:
-        worker_log = settings.data_dir / "worker.log"
-        worker = subprocess.Popen([sys.executable, str(PROJECT_DIR / "worker.py")], cwd=PROJECT_DIR,
-                                  stdout=worker_log.open("ab"), stderr=subprocess.STDOUT)
-        log(f"worker started (log: {worker_log})")
+    try:  # validate the question before starting anything
+        starter.build_input(starter.parser().parse_args(research_args))
+    except starter.CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with embedded_stack(args.docs):
         return starter.main((["--json"] if args.json else []) + research_args)
-    finally:
-        stop(worker, "worker")
-        stop(temporal, "Temporal dev server")
-        for server in servers:
-            server.shutdown()
-            server.server_close()
 
 
 if __name__ == "__main__":
