@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Callable, Sequence
 
 import structlog
@@ -33,7 +34,8 @@ def make_sandbox(settings: Settings) -> Sandbox:
     if settings.sandbox_provider == "local":
         from deep_research.sandbox.local import LocalSandbox
 
-        return LocalSandbox(settings.sandbox_root)
+        # The crawler runs on the worker's own interpreter: keep its environment visible inside.
+        return LocalSandbox(settings.sandbox_root, ro_binds=[sys.prefix])
     raise ConfigurationError(f"unknown sandbox provider {settings.sandbox_provider!r} (known: local)")
 
 

@@ -62,7 +62,7 @@ class SetupActivities:
             log.warning("preinstalled runtime unusable; installing", stderr=result.stderr[-300:])
             workspace = await self._workspace(inp.sandbox_id)
             venv_python = f"{workspace}/{LOCAL_VENV}/bin/python"
-            install = (f"python3 -m venv {LOCAL_VENV} && {LOCAL_VENV}/bin/pip install -q playwright trafilatura"
+            install = (f"python3 -m venv {LOCAL_VENV} && {LOCAL_VENV}/bin/pip install -q playwright trafilatura lxml_html_clean"
                        f" && {shlex.quote(venv_python)} -c {shlex.quote('import ' + RUNTIME_MODULES)}")
             result = await exec_with_heartbeat(self.deps, inp.sandbox_id, install, timeout_s=540)
         if result.exit_code != 0:

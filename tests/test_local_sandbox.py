@@ -270,3 +270,22 @@ async def test_missing_bwrap_falls_back_with_warning(root: Path, monkeypatch):
     sid = await sb.create()
     res = await sb.exec(sid, "echo plain")
     assert (res.exit_code, res.stdout) == (0, "plain\n")
+
+
+@needs_bwrap
+async def test_ro_binds_show_hidden_host_paths_read_only(root: Path, tmp_path: Path):
+    shown = tmp_path / "venv-like"
+    shown.mkdir()
+    (shown / "lib.txt").write_text("visible")
+    plain, bound = LocalSandbox(root, use_bwrap=True), LocalSandbox(root, use_bwrap=True, ro_binds=[shown])
+    sid = await bound.create()
+    try:
+        # tmp_path lives under /tmp, which the sandbox replaces with a private tmpfs...
+        assert (await plain.exec(sid, f"cat {shown}/lib.txt")).exit_code != 0
+        # ...unless the worker binds it in, read-only.
+        res = await bound.exec(sid, f"cat {shown}/lib.txt")
+        assert res.exit_code == 0 and res.stdout == "visible"
+        assert (await bound.exec(sid, f"touch {shown}/new")).exit_code != 0
+        assert not (shown / "new").exists()
+    finally:
+        await bound.terminate(sid)

@@ -15,6 +15,8 @@ API keys): PATH, locale, HOME=workspace, TMPDIR=/tmp, plus the `env` passed to e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncio
 import json
 import os
@@ -71,8 +73,11 @@ class LocalSandbox(Sandbox):
 
     name = "local"
 
-    def __init__(self, root: Path, *, use_bwrap: bool | None = None) -> None:
+    def __init__(self, root: Path, *, use_bwrap: bool | None = None, ro_binds: Sequence[str] = ()) -> None:
+        """`ro_binds`: host paths shown read-only inside even where the sandbox hides them (a
+        virtualenv under /tmp, which the sandbox replaces with a private tmpfs)."""
         self.root = Path(root).resolve()
+        self.ro_binds = [str(Path(p).resolve()) for p in ro_binds if Path(p).exists()]
         self.root.mkdir(parents=True, exist_ok=True)
         self._bwrap = shutil.which("bwrap")
         if use_bwrap is None:
@@ -218,8 +223,10 @@ class LocalSandbox(Sandbox):
             return ["/bin/sh", "-c", command]
         w = str(ws)
         argv = [self._bwrap or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", w, w, "--chdir", w,
-                "--unshare-pid", "--unshare-ipc", "--setenv", "HOME", w]
+                "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+        for path in self.ro_binds:
+            argv += ["--ro-bind", path, path]
+        argv += ["--bind", w, w, "--chdir", w, "--unshare-pid", "--unshare-ipc", "--setenv", "HOME", w]
         if foreground:
             argv.append("--die-with-parent")
         return [*argv, "/bin/sh", "-c", command]
