@@ -20,7 +20,7 @@ def all_activities(deps: Deps) -> list[Callable]:
     report = ReportActivities(deps)
     return [
         search.search,
-        life.create_sandbox, life.warmup_sandbox, life.terminate_sandbox,
+        life.create_sandbox, life.warmup_sandbox, life.extend_sandbox, life.terminate_sandbox,
         setup.install_runtime, setup.verify_browser, setup.install_system_deps, setup.install_browser,
         crawl.crawl_pages, crawl.collect_output,
         report.summarize, report.generate_report,

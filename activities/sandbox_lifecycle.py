@@ -7,7 +7,13 @@ from temporalio.exceptions import ApplicationError
 
 from activities.deps import Deps, sandbox_errors
 from deep_research.logging import activity_logger
-from deep_research.models import CreateSandboxInput, CreateSandboxOutput, SandboxInput, TerminateOutput
+from deep_research.models import (
+    CreateSandboxInput,
+    CreateSandboxOutput,
+    ExtendSandboxInput,
+    SandboxInput,
+    TerminateOutput,
+)
 
 
 class SandboxLifecycleActivities:
@@ -33,6 +39,13 @@ class SandboxLifecycleActivities:
         if result.exit_code != 0:
             raise ApplicationError(f"exec 'true' exited {result.exit_code}: {result.stderr[:300]}",
                                    type="SandboxUnavailable")
+
+    @activity.defn(name="extend_sandbox")
+    async def extend_sandbox(self, inp: ExtendSandboxInput) -> None:
+        """Move the sandbox's server-side expiry after the research's deadline was extended."""
+        with sandbox_errors():
+            await self.deps.sandbox.extend(inp.sandbox_id, inp.ttl_s)
+        activity_logger().info("sandbox expiry extended", sandbox_id=inp.sandbox_id, ttl_s=inp.ttl_s)
 
     @activity.defn(name="terminate_sandbox")
     async def terminate_sandbox(self, inp: SandboxInput) -> TerminateOutput:

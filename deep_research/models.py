@@ -195,6 +195,11 @@ class CreateSandboxInput(_Model):
     ttl_s: int
 
 
+class ExtendSandboxInput(_Model):
+    sandbox_id: str
+    ttl_s: int  # new time-to-live from now
+
+
 class CreateSandboxOutput(_Model):
     sandbox_id: str
     provider: str

@@ -119,6 +119,9 @@ TERMINATE_TIMEOUT = timedelta(minutes=1)
 MAX_EXTEND_MINUTES = 60.0
 MAX_TOTAL_MINUTES = 6 * 60.0
 
+# Moving a sandbox's expiry after `extend`: one quick API call.
+EXTEND_SANDBOX_TIMEOUT = timedelta(seconds=30)
+
 # Server-side expiry of a sandbox, a backstop if everything else fails: the research's duration
 # plus this margin.
 SANDBOX_TTL_MARGIN = timedelta(minutes=15)

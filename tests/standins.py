@@ -19,6 +19,7 @@ from deep_research.models import (
     CrawlOutput,
     CreateSandboxInput,
     CreateSandboxOutput,
+    ExtendSandboxInput,
     GenerateInput,
     GenerateOutput,
     InstallOutput,
@@ -135,6 +136,10 @@ class Standins:
         return GenerateOutput(report_markdown=body, method="extractive",
                               sources=[Source(n=1, url="http://127.0.0.2/p0.html", title="Page 0", origin="crawl")])
 
+    @activity.defn(name="extend_sandbox")
+    async def extend_sandbox(self, inp: ExtendSandboxInput) -> None:
+        await self._enter("extend_sandbox", inp, blockable=False)
+
     @activity.defn(name="terminate_sandbox")
     async def terminate_sandbox(self, inp: SandboxInput) -> TerminateOutput:
         await self._enter("terminate_sandbox", inp, blockable=False)
@@ -142,5 +147,5 @@ class Standins:
 
     def activities(self) -> list:
         return [self.search, self.create_sandbox, self.warmup_sandbox, self.install_runtime, self.verify_browser,
-                self.install_system_deps, self.install_browser, self.crawl_pages, self.collect_output,
+                self.install_system_deps, self.install_browser, self.extend_sandbox, self.crawl_pages, self.collect_output,
                 self.summarize, self.generate_report, self.terminate_sandbox]

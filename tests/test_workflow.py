@@ -311,8 +311,12 @@ async def test_extended_research_outlives_the_original_deadline(time_env):
         await handle.signal(W.ResearchWorkflow.cancel, CancelRequest(reason="enough"))
 
     result = await _run(time_env, s, ResearchInput(question=QUESTION, duration_minutes=0.1), during=during,
-                        record="standin-extend")
+                        record="standin-extend-expiry")
     assert result.status == "cancelled" and _terminated_once(s)
+    # The sandbox's server-side expiry was moved too: past the new deadline plus the margin.
+    assert s.calls["extend_sandbox"] == 1
+    ttl = s.inputs["extend_sandbox"][0].ttl_s
+    assert 60 < ttl <= 60 + 6 + P.SANDBOX_TTL_MARGIN.total_seconds()
 
 
 def test_input_validation_rejects_bad_input():

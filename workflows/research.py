@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         CreateSandboxOutput,
         ExtendRequest,
         ExtendResult,
+        ExtendSandboxInput,
         GenerateInput,
         GenerateOutput,
         InstallOutput,
@@ -95,6 +96,7 @@ class ResearchWorkflow:
         self._sandbox_id: str | None = None
         self._sandbox_terminated = False
         self._terminate_task: asyncio.Task | None = None
+        self._expiry_tasks: list[asyncio.Task] = []
         self._python = ""
         self._crawl_output_path: str | None = None
         self._crawl_interrupted = False  # the crawl started and did not return
@@ -210,6 +212,8 @@ class ResearchWorkflow:
             except asyncio.TimeoutError:
                 if not self._deadline_moved:
                     return "deadline"
+            if self._deadline_moved:
+                self._extend_sandbox_expiry()
             if self._cancel_reason is not None and not pipeline.done():
                 return "cancelled"
         return None
@@ -459,6 +463,22 @@ class ResearchWorkflow:
         await self._summarize(allow_llm=False)
         await self._generate(allow_llm=False)
 
+    def _extend_sandbox_expiry(self) -> None:
+        """Keep the sandbox's server-side expiry (the backstop) beyond a deadline `extend` moved."""
+        if self._sandbox_id is None or self._terminate_task is not None:
+            return
+        if not workflow.patched("extend-sandbox-expiry"):  # histories recorded before this step
+            return
+        ttl_s = int((self._deadline - workflow.now() + P.SANDBOX_TTL_MARGIN).total_seconds())
+        self._expiry_tasks.append(asyncio.create_task(self._extend_expiry(ttl_s)))
+
+    async def _extend_expiry(self, ttl_s: int) -> None:
+        try:
+            await _execute("extend_sandbox", ExtendSandboxInput(sandbox_id=self._sandbox_id, ttl_s=ttl_s),
+                           start_to_close_timeout=P.EXTEND_SANDBOX_TIMEOUT, retry_policy=P.SANDBOX_API_RETRY)
+        except (ActivityError, asyncio.CancelledError) as err:
+            workflow.logger.warning("sandbox expiry not extended: %s", _cause(err))
+
     # ------------------------------------------------------------------ terminate
 
     async def _terminate_once(self) -> None:
@@ -468,6 +488,8 @@ class ResearchWorkflow:
             return
         if self._terminate_task is None:
             self._terminate_task = asyncio.create_task(self._terminate())
+            for task in self._expiry_tasks:
+                task.cancel()
         await asyncio.shield(self._terminate_task)
 
     async def _terminate(self) -> None:
