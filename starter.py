@@ -45,10 +45,27 @@ class CliError(Exception):
 # ------------------------------------------------------------------ input
 
 
+def check_provider(spec: str | None) -> str | None:
+    """A known provider name, a comma list of them, or a dotted custom module name (which the
+    worker must allow); anything else is refused here, naming the known providers."""
+    if spec is None:
+        return None
+    from deep_research.search.factory import known_providers, split_names
+
+    names = split_names(spec)
+    known = known_providers()
+    for name in names or [spec]:
+        if name not in known and not re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", name):
+            raise CliError(f"unknown search provider {name!r} (known: {', '.join(known)}; "
+                           f"or a dotted module name of a custom provider)")
+    return ",".join(names)
+
+
 def build_input(args: argparse.Namespace) -> ResearchInput:
+    provider = check_provider(getattr(args, "provider", None))
     try:
         return ResearchInput(question=args.question, mode=args.mode, optimization=args.optimization,
-                             seed_urls=args.seed_url or [], search_provider=args.provider)
+                             seed_urls=args.seed_url or [], search_provider=provider)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
                              for e in exc.errors())

@@ -36,19 +36,23 @@ def make_sandbox(settings: Settings) -> Sandbox:
 
         # The crawler runs on the worker's own interpreter: keep its environment visible inside.
         return LocalSandbox(settings.sandbox_root, ro_binds=[sys.prefix])
-    raise ConfigurationError(f"unknown sandbox provider {settings.sandbox_provider!r} (known: local)")
+    if settings.sandbox_provider == "sandy":
+        from deep_research.sandbox.sandy import SandySandbox
+
+        # Remote sandboxes (deep_research/sandbox/server.py or any Sandy API); the client never
+        # retries, Temporal's policies do. DR_SANDBOX_PYTHON must name the interpreter on that host.
+        for var, value in (("SANDY_BASE_URL", settings.sandy_base_url), ("SANDY_API_KEY", settings.sandy_api_key)):
+            if not value:
+                raise ConfigurationError(f"DR_SANDBOX_PROVIDER=sandy needs {var} in the worker's environment")
+        return SandySandbox(settings.sandy_base_url, settings.sandy_api_key)
+    raise ConfigurationError(f"unknown sandbox provider {settings.sandbox_provider!r} (known: local, sandy)")
 
 
 def make_search_factory(settings: Settings) -> Callable[[str | None], SearchProvider]:
-    def factory(name: str | None) -> SearchProvider:
-        name = name or settings.search_provider
-        if name == "local":
-            from deep_research.search.local_index import LocalIndexProvider
+    """Providers by name from the registry / dynamic loader of deep_research.search.factory."""
+    from deep_research.search.factory import make_search_factory as registry_factory
 
-            return LocalIndexProvider(settings.search_index)
-        raise ConfigurationError(f"unknown search provider {name!r} (known: local)")
-
-    return factory
+    return registry_factory(settings)
 
 
 def build_deps(settings: Settings) -> Deps:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from datetime import timedelta
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.deps import Deps, sandbox_errors
 from deep_research.logging import activity_logger
 from deep_research.models import SearchInput, SearchOutput
+from deep_research.search.base import SearchError
 from deep_research.search.urls import dedupe_and_rank
 
 _STOP = set(
@@ -33,6 +37,25 @@ def related_from_question(question: str, count: int) -> list[str]:
     return [v for v in variants if v and v.lower() != question.lower()][:count]
 
 
+# Longest wait asked by a provider's Retry-After that we honour; the research has a deadline.
+MAX_RETRY_AFTER = timedelta(minutes=5)
+
+
+class _retry_after:
+    """A SearchError with `retry_after_s` (429/503) becomes an ApplicationError with Temporal's
+    `next_retry_delay`, so the next attempt waits as long as the provider asked (capped)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if isinstance(exc, SearchError) and exc.retryable and exc.retry_after_s is not None:
+            delay = min(timedelta(seconds=exc.retry_after_s), MAX_RETRY_AFTER)
+            raise ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__,
+                                   next_retry_delay=max(delay, timedelta(seconds=1))) from exc
+        return False
+
+
 class SearchActivities:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -40,16 +63,28 @@ class SearchActivities:
     @activity.defn(name="search")
     async def search(self, inp: SearchInput) -> SearchOutput:
         log = activity_logger()
-        with sandbox_errors():
+        with sandbox_errors(), _retry_after():
             provider = self.deps.search_provider(inp.provider)
             hits = await provider.search(inp.question, max_results=inp.max_results)
             queries = [inp.question]
             related = await provider.suggestions(inp.question, limit=inp.related_queries)
             if not related:
                 related = related_from_question(inp.question, inp.related_queries)
-            for query in related[: inp.related_queries]:
+            related = related[: inp.related_queries]
+            # Related queries at once (the provider's concurrency limit applies). The question's
+            # own results are in hand: a related query that fails in a retryable way is skipped.
+            results = await asyncio.gather(
+                *(provider.search(q, max_results=inp.max_results) for q in related), return_exceptions=True
+            )
+            for query, result in zip(related, results):
+                if isinstance(result, SearchError) and result.retryable and hits:
+                    log.warning("related query failed; skipped", query=query, error=str(result))
+                    continue
+                if isinstance(result, BaseException):
+                    raise result
                 queries.append(query)
-                hits += await provider.search(query, max_results=inp.max_results)
-        ranked = dedupe_and_rank(hits, inp.max_results)
+                hits += result
+        # Domain diversity: one site cannot fill the list (soft cap, see dedupe_and_rank).
+        ranked = dedupe_and_rank(hits, inp.max_results, max_per_host=max(2, inp.max_results // 3))
         log.info("search done", provider=provider.name, queries=len(queries), hits=len(ranked))
         return SearchOutput(hits=ranked, queries=queries, provider=provider.name)

@@ -162,12 +162,25 @@ class CrawlProgressSignal(_Model):
 # --------------------------------------------------------------------------- search
 
 
+MAX_RAW_CONTENT_CHARS = 20_000  # page text some providers return (Tavily); bounded for payloads
+
+
 class SearchHit(_Model):
     url: str
     title: str
     snippet: str = ""
     score: float = 0.0
     provider: str = ""
+    # Page text as the provider extracted it (optional), cut to MAX_RAW_CONTENT_CHARS.
+    raw_content: str | None = None
+
+    @field_validator("raw_content")
+    @classmethod
+    def _raw_content(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        return value[:MAX_RAW_CONTENT_CHARS] or None
 
 
 class SearchInput(_Model):
