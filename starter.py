@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
@@ -33,6 +34,7 @@ from workflows.research import ResearchWorkflow
 
 DEFAULT_OUT = PROJECT_DIR / "reports"
 POLL_S = 1.0
+REPORT_TAIL_LINES = 12
 ICONS = {"pending": "[dim]○[/]", "running": "[yellow]◐[/]", "complete": "[green]✔[/]", "error": "[red]⚠[/]"}
 
 console = Console(stderr=True)
@@ -80,7 +82,11 @@ def workflow_id_for(question: str) -> str:
 # ------------------------------------------------------------------ rendering
 
 
-def render_progress(p: Progress) -> Table:
+def _writing(p: Progress) -> bool:
+    return any(step.id == "finalize" and step.state == "running" for step in p.steps)
+
+
+def render_progress(p: Progress, report_text: str | None = None) -> Table:
     table = Table.grid(padding=(0, 1))
     for step in p.steps:
         detail = step.message
@@ -91,9 +97,13 @@ def render_progress(p: Progress) -> Table:
             detail = f"[{'█' * filled}{'·' * (width - filled)}] {done}/{p.crawl_total} {p.crawl_url[-50:]}"
         table.add_row(ICONS[step.state], step.label, f"[dim]{detail}[/]")
     footer = f"status: {p.status}   deadline: {p.deadline[11:19]} UTC"
+    if p.tokens_used:
+        footer += f"   LLM: {p.tokens_used} tokens, ${p.cost_usd:.4f}"
     if p.fallbacks:
         footer += "   fallbacks: " + "; ".join(p.fallbacks)
     table.add_row("", "", f"[dim]{footer}[/]")
+    if report_text:  # the report as the LLM writes it: its last lines
+        table.add_row("", "", Text("\n".join(report_text.splitlines()[-REPORT_TAIL_LINES:])))
     return table
 
 
@@ -111,20 +121,26 @@ def write_report(result: ResearchResult, workflow_id: str, out_dir: Path) -> tup
 async def watch(handle: WorkflowHandle, *, as_json: bool) -> None:
     """Live progress until the workflow closes."""
     result_task = asyncio.create_task(handle.result())
-    last = None
+    last, shown = None, ""
     if as_json or not console.is_terminal:
         while not result_task.done():
             p = await _query(handle)
             if p is not None and p.model_dump() != last:
                 last = p.model_dump()
                 print(json.dumps({"event": "progress", **last}), flush=True)
+            text = await streamed_report(handle) if p is not None and _writing(p) else None
+            if text and text.startswith(shown) and len(text) > len(shown):
+                print(json.dumps({"event": "report-text", "text": text[len(shown):]}), flush=True)
+                shown = text
             await asyncio.wait({result_task}, timeout=POLL_S)
     else:
         with Live(console=console, refresh_per_second=4) as live:
+            p = None
             while not result_task.done():
-                p = await _query(handle)
+                p = await _query(handle) or p
+                text = await streamed_report(handle) if p is not None and _writing(p) else None
                 if p is not None:
-                    live.update(render_progress(p))
+                    live.update(render_progress(p, text))
                 await asyncio.wait({result_task}, timeout=POLL_S)
             p = await _query(handle)
             if p is not None:
@@ -133,6 +149,20 @@ async def watch(handle: WorkflowHandle, *, as_json: bool) -> None:
         result_task.result()
     except WorkflowFailureError:
         pass  # reported by the caller through `finish`
+
+
+async def streamed_report(handle: WorkflowHandle) -> str | None:
+    """The report text written so far, from the generate step's last heartbeat (see activities/report.py)."""
+    try:
+        description = await handle.describe()
+    except RPCError:
+        return None
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name == "generate_report" and pending.heartbeat_details.payloads:
+            details = await handle._client.data_converter.decode(pending.heartbeat_details.payloads)
+            if details and isinstance(details[0], dict):
+                return details[0].get("text")
+    return None
 
 
 async def _query(handle: WorkflowHandle) -> Progress | None:
@@ -161,6 +191,9 @@ async def finish(handle: WorkflowHandle, out_dir: Path, *, as_json: bool) -> int
     else:
         console.print(f"[bold]{result.status}[/]: {len(result.sources)} sources, {result.pages_crawled} pages crawled, "
                       f"report by {result.report_method}; sandbox terminated: {result.sandbox_terminated}")
+        if result.tokens_used:
+            console.print(f"  LLM: {result.tokens_used} tokens, ${result.cost_usd:.4f}; citations checked "
+                          f"{result.citations_checked}, unsupported {result.citations_unsupported}")
         for fallback in result.fallbacks:
             console.print(f"  fallback: {fallback}")
         print(f"report: {md}\nsources: {js}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from typing import Callable, Sequence
@@ -16,6 +17,7 @@ from activities import all_activities
 from activities.deps import Deps
 from deep_research.artifacts import ArtifactStore
 from deep_research.config import Settings, load_settings
+from deep_research.llm import load_llm_config
 from deep_research.logging import configure_logging
 from deep_research.sandbox.base import Sandbox
 from deep_research.search.base import SearchProvider
@@ -61,6 +63,7 @@ def build_deps(settings: Settings) -> Deps:
         sandbox=make_sandbox(settings),
         artifacts=ArtifactStore(settings.artifact_dir),
         search_provider=make_search_factory(settings),
+        llm=load_llm_config(os.environ),
     )
 
 
@@ -93,7 +96,8 @@ async def main() -> None:
     client = await connect(settings)
     worker = build_worker(client, settings, deps=deps)
     log.info("worker started", task_queue=settings.task_queue, address=settings.temporal_address,
-             sandbox=settings.sandbox_provider, search=settings.search_provider)
+             sandbox=settings.sandbox_provider, search=settings.search_provider,
+             llm=deps.llm.describe() if deps.llm else "not configured: extractive reports")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

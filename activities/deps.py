@@ -9,6 +9,7 @@ from temporalio.exceptions import ApplicationError
 
 from deep_research.artifacts import ArtifactStore
 from deep_research.config import Settings
+from deep_research.llm import LLMConfig
 from deep_research.sandbox.base import Sandbox, SandboxError
 from deep_research.search.base import SearchError, SearchProvider
 
@@ -20,6 +21,8 @@ class Deps:
     artifacts: ArtifactStore
     # Provider by name (None = the configured default); raises ConfigurationError-typed errors.
     search_provider: Callable[[str | None], SearchProvider]
+    # The OpenAI-compatible endpoint, or None: the extractive report (see deep_research/llm/config.py).
+    llm: LLMConfig | None = None
 
 
 def to_application_error(exc: Exception) -> ApplicationError:

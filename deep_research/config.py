@@ -36,6 +36,9 @@ class Settings:
     # Interpreter that runs the crawler inside a local sandbox: the worker's own (it has
     # playwright and trafilatura), i.e. the "preinstalled" runtime of the seed.
     sandbox_python: str = sys.executable
+    # Remote sandboxes (DR_SANDBOX_PROVIDER=sandy): the Sandy API and its key (kept out of repr/logs).
+    sandy_base_url: str = ""
+    sandy_api_key: str = field(default="", repr=False)
 
     @property
     def artifact_dir(self) -> Path:
@@ -59,4 +62,6 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         search_index=Path(env.get("DR_SEARCH_INDEX", str(data_dir / "index.sqlite"))),
         chromium=env.get("DR_CHROMIUM") or _find_chromium(),
         sandbox_python=env.get("DR_SANDBOX_PYTHON", sys.executable),
+        sandy_base_url=env.get("SANDY_BASE_URL", ""),
+        sandy_api_key=env.get("SANDY_API_KEY", ""),
     )

@@ -111,6 +111,19 @@ class Progress(_Model):
     sandbox_id: str | None = None
     deadline: str = ""  # ISO time
     fallbacks: list[str] = Field(default_factory=list)
+    tokens_used: int = 0
+    cost_usd: float = 0.0
+
+
+class LLMUsage(_Model):
+    """Tokens and cost of one LLM call (step: summarize, summarize-repair, generate)."""
+
+    step: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    estimated: bool = False
 
 
 class Source(_Model):
@@ -137,6 +150,11 @@ class ResearchResult(_Model):
     sandbox_id: str | None
     sandbox_terminated: bool
     cancel_reason: str | None = None
+    usage: list[LLMUsage] = Field(default_factory=list)
+    tokens_used: int = 0
+    cost_usd: float = 0.0
+    citations_checked: int = 0
+    citations_unsupported: int = 0
 
 
 class CancelRequest(_Model):
@@ -283,12 +301,15 @@ class SummarizeInput(_Model):
     source_limit: int
     workflow_id: str
     allow_llm: bool = True  # False: the extractive path only (fallback, or after a stop)
+    mode: Mode = "light"  # picks the LLM model candidates
+    tokens_spent: int = 0  # of the research's LLM token budget, before this step
 
 
 class SummarizeOutput(_Model):
     notes_ref: str
     method: str  # "extractive", "llm:<model>", "raw"
     sources: int
+    usage: list[LLMUsage] = Field(default_factory=list)
 
 
 class GenerateInput(_Model):
@@ -298,12 +319,17 @@ class GenerateInput(_Model):
     mode: Mode
     workflow_id: str
     allow_llm: bool = True
+    pages_ref: str | None = None  # crawled text, to check the report's citations against
+    tokens_spent: int = 0
 
 
 class GenerateOutput(_Model):
     report_markdown: str
     sources: list[Source]
     method: str
+    usage: list[LLMUsage] = Field(default_factory=list)
+    citations_checked: int = 0
+    citations_unsupported: int = 0
 
 
 class TerminateOutput(_Model):

@@ -23,6 +23,13 @@ NON_RETRYABLE = [
     "InstallImpossible",  # e.g. apt-get on a read-only host: retrying changes nothing
 ]
 
+# Where sandbox retries live (decided once): HERE. The Sandy HTTP client
+# (deep_research/sandbox/sandy.py) never retries: no loop, no transport retries, one request per
+# call with the seed's 10-minute timeout. It only classifies failures: 5xx, 429, an "Upstream error"
+# body, connection errors and timeouts -> SandboxUnavailable (retryable); 404 -> SandboxNotFound and
+# other 4xx -> SandboxRejected (non-retryable, fail fast). These policies are the one retry layer,
+# so the attempts and backoff visible in the workflow history are exactly the seed's numbers
+# (a retry loop inside the client as well would multiply them: 4 x 4 = 16 calls).
 # Sandbox API calls (status, exec, files): seed says 3 retries => 4 attempts, 1.5 s doubling.
 SANDBOX_API_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1.5),

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         GenerateInput,
         GenerateOutput,
         InstallOutput,
+        LLMUsage,
         Progress,
         ResearchInput,
         ResearchResult,
@@ -66,6 +67,8 @@ FB_CRAWL_FAILED = "crawler failed: " + FB_SNIPPETS
 FB_OUTPUT = "crawler output unreadable: " + FB_SNIPPETS
 FB_NO_PAGES = "crawler returned no pages: " + FB_SNIPPETS
 FB_SUMMARY = "summarization failed: used raw crawled content"
+FB_REPORT_LLM = "report LLM failed: extractive report"
+FB_BUDGET = "LLM token budget spent: extractive from here on"
 FB_NO_RESULTS = "search returned no results"
 FB_DEADLINE = "deadline reached: report from what was gathered"
 FB_CANCELLED = "cancelled: report from what was gathered"
@@ -103,6 +106,8 @@ class ResearchWorkflow:
         self._collect: CollectOutput | None = None
         self._notes: SummarizeOutput | None = None
         self._report: GenerateOutput | None = None
+        self._usage: list[LLMUsage] = []
+        self._llm_allowed = True  # turned off once the token budget is spent
 
     # ------------------------------------------------------------------ messages
 
@@ -147,7 +152,12 @@ class ResearchWorkflow:
             sandbox_id=self._sandbox_id,
             deadline=self._deadline.isoformat(),
             fallbacks=list(self._fallbacks),
+            tokens_used=self._tokens_used(),
+            cost_usd=round(sum(u.cost_usd for u in self._usage), 6),
         )
+
+    def _tokens_used(self) -> int:
+        return sum(u.prompt_tokens + u.completion_tokens for u in self._usage)
 
     def _extend_problem(self, request: ExtendRequest) -> str | None:
         if self._status != "running":
@@ -418,40 +428,54 @@ class ResearchWorkflow:
         base = SummarizeInput(
             question=self._input.question, pages_ref=pages_ref, hits=self._hits,
             source_limit=self._limits.summary_source_limit, workflow_id=workflow.info().workflow_id,
-            allow_llm=allow_llm,
+            allow_llm=allow_llm and self._llm_allowed, mode=self._input.mode, tokens_spent=self._tokens_used(),
         )
         try:
-            self._notes = await _execute(
-                "summarize", base, result_type=SummarizeOutput,
-                start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY,
-            )
+            self._notes = await _execute("summarize", base, result_type=SummarizeOutput,
+                                         start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY)
         except ActivityError as err:
-            if not allow_llm:
+            if not base.allow_llm:
                 raise
             # Seed: "Agent summarization fails -> use raw crawled content".
             workflow.logger.warning("summarization failed: %s", _cause(err))
-            self._fallbacks.append(FB_SUMMARY)
-            self._notes = await _execute(
-                "summarize", base.model_copy(update={"allow_llm": False}), result_type=SummarizeOutput,
-                start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY,
-            )
+            self._llm_fallback(err, FB_SUMMARY)
+            self._notes = await _execute("summarize", base.model_copy(update={"allow_llm": False}),
+                                         result_type=SummarizeOutput, start_to_close_timeout=P.SUMMARIZE_TIMEOUT,
+                                         retry_policy=P.STEP_RETRY)
+        self._usage += self._notes.usage
         self._mark("analysis", "complete", f"{self._notes.sources} sources, {self._notes.method}")
 
     async def _generate(self, *, allow_llm: bool = True) -> None:
         self._mark("finalize", "running")
-        self._report = await _execute(
-            "generate_report",
-            GenerateInput(
-                question=self._input.question, notes_ref=self._notes.notes_ref,
-                fallbacks=list(self._fallbacks), mode=self._input.mode,
-                workflow_id=workflow.info().workflow_id, allow_llm=allow_llm,
-            ),
-            result_type=GenerateOutput,
-            start_to_close_timeout=P.GENERATE_TIMEOUT,
-            retry_policy=P.STEP_RETRY,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        base = GenerateInput(
+            question=self._input.question, notes_ref=self._notes.notes_ref,
+            fallbacks=list(self._fallbacks), mode=self._input.mode,
+            workflow_id=workflow.info().workflow_id, allow_llm=allow_llm and self._llm_allowed,
+            pages_ref=self._collect.pages_ref if self._collect else None, tokens_spent=self._tokens_used(),
         )
+        try:
+            self._report = await _execute("generate_report", base, result_type=GenerateOutput,
+                                          start_to_close_timeout=P.GENERATE_TIMEOUT, retry_policy=P.STEP_RETRY)
+        except ActivityError as err:
+            if not base.allow_llm:
+                raise
+            # Seed: "Report LLM rate limited -> fallback model" happens inside the activity; when every
+            # candidate and every retry failed, the report is still written, extractively.
+            workflow.logger.warning("LLM report failed: %s", _cause(err))
+            self._llm_fallback(err, FB_REPORT_LLM)
+            base = base.model_copy(update={"allow_llm": False, "fallbacks": list(self._fallbacks)})
+            self._report = await _execute("generate_report", base, result_type=GenerateOutput,
+                                          start_to_close_timeout=P.GENERATE_TIMEOUT, retry_policy=P.STEP_RETRY)
+        self._usage += self._report.usage
         self._mark("finalize", "complete", self._report.method)
+
+    def _llm_fallback(self, err: ActivityError, fallback: str) -> None:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type == "BudgetExhausted":
+            self._llm_allowed = False
+            fallback = FB_BUDGET
+        if fallback not in self._fallbacks:
+            self._fallbacks.append(fallback)
 
     async def _report_from_what_we_have(self) -> None:
         """After a cancel or the deadline: a quick extractive report from what was gathered."""
@@ -543,6 +567,11 @@ class ResearchWorkflow:
             sandbox_id=self._sandbox_id,
             sandbox_terminated=self._sandbox_terminated,
             cancel_reason=self._cancel_reason,
+            usage=list(self._usage),
+            tokens_used=self._tokens_used(),
+            cost_usd=round(sum(u.cost_usd for u in self._usage), 6),
+            citations_checked=report.citations_checked,
+            citations_unsupported=report.citations_unsupported,
         )
 
 

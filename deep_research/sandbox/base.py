@@ -98,3 +98,13 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     async def terminate(self, sandbox_id: str) -> bool:
         """Kill every process of the sandbox and remove it. True if it existed. Idempotent."""
+
+    async def extend(self, sandbox_id: str, ttl_s: int) -> None:
+        """Move the sandbox's expiry (its server-side backstop) to at least now + ttl_s.
+
+        Idempotent (safe under Temporal retries): the expiry becomes max(current expiry,
+        now + ttl_s), so it is never shortened; a sandbox created without an expiry keeps none.
+        Raises SandboxNotFound if the sandbox is unknown or terminated. The default does nothing:
+        for a provider without expiries there is nothing to move.
+        """
+        return None

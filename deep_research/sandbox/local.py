@@ -173,6 +173,16 @@ class LocalSandbox(Sandbox):
             log.info("sandbox.terminated", sandbox_id=sandbox_id)
         return was_running
 
+    async def extend(self, sandbox_id: str, ttl_s: int) -> None:
+        """expires_at = max(expires_at, now + ttl_s) in state.json; see Sandbox.extend."""
+        async with self._lock(sandbox_id):
+            state = self._running(sandbox_id)
+            if state.get("expires_at") is None:
+                return
+            state["expires_at"] = max(state["expires_at"], time.time() + ttl_s)
+            self._save(state)
+        log.info("sandbox.extended", sandbox_id=sandbox_id, expires_at=state["expires_at"])
+
     async def reap_expired(self) -> list[str]:
         """Terminate every running sandbox whose expires_at has passed; return their ids."""
         reaped = []
