@@ -11,7 +11,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.deps import Deps, sandbox_errors
 from deep_research.logging import activity_logger
-from deep_research.models import SearchInput, SearchOutput
+from deep_research.llm import BudgetExhausted, LLMClient, LLMError, TokenBudget
+from deep_research.llm.related import related_queries_llm
+from deep_research.models import LLMUsage, SearchInput, SearchOutput
 from deep_research.search.base import SearchError
 from deep_research.search.urls import dedupe_and_rank
 
@@ -68,6 +70,9 @@ class SearchActivities:
             hits = await provider.search(inp.question, max_results=inp.max_results)
             queries = [inp.question]
             related = await provider.suggestions(inp.question, limit=inp.related_queries)
+            usage: list[LLMUsage] = []
+            if not related and inp.related_queries:
+                related, usage = await self._related_by_llm(inp)
             if not related:
                 related = related_from_question(inp.question, inp.related_queries)
             related = related[: inp.related_queries]
@@ -87,4 +92,21 @@ class SearchActivities:
         # Domain diversity: one site cannot fill the list (soft cap, see dedupe_and_rank).
         ranked = dedupe_and_rank(hits, inp.max_results, max_per_host=max(2, inp.max_results // 3))
         log.info("search done", provider=provider.name, queries=len(queries), hits=len(ranked))
-        return SearchOutput(hits=ranked, queries=queries, provider=provider.name)
+        return SearchOutput(hits=ranked, queries=queries, provider=provider.name, usage=usage)
+
+    async def _related_by_llm(self, inp: SearchInput) -> tuple[list[str], list[LLMUsage]]:
+        """Related queries from the LLM when one is configured; any failure: none (the caller derives them)."""
+        llm = self.deps.llm
+        if llm is None:
+            return [], []
+        try:
+            async with LLMClient(llm) as client:
+                queries, used = await related_queries_llm(client, inp.question, inp.related_queries,
+                                                          TokenBudget(limit=llm.token_budget),
+                                                          candidates=llm.candidates(inp.mode))
+        except (BudgetExhausted, LLMError) as exc:
+            activity_logger().warning("LLM related queries failed; derived from the question", error=str(exc)[:200])
+            return [], []
+        return queries, [LLMUsage(step=used.step, model=used.model, prompt_tokens=used.prompt_tokens,
+                                  completion_tokens=used.completion_tokens, cost_usd=used.cost_usd,
+                                  estimated=used.estimated)]

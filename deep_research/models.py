@@ -206,12 +206,14 @@ class SearchInput(_Model):
     max_results: int
     related_queries: int
     provider: str | None = None
+    mode: Mode = "light"  # picks the LLM candidates for generated related queries
 
 
 class SearchOutput(_Model):
     hits: list[SearchHit]
     queries: list[str]
     provider: str
+    usage: list[LLMUsage] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- sandbox

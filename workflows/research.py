@@ -265,6 +265,7 @@ class ResearchWorkflow:
                     max_results=self._limits.max_sources,
                     related_queries=self._limits.related_queries,
                     provider=self._input.search_provider,
+                    mode=self._input.mode,
                 ),
                 result_type=SearchOutput,
                 start_to_close_timeout=P.SEARCH_TIMEOUT,
@@ -273,6 +274,7 @@ class ResearchWorkflow:
         except ActivityError as err:
             self._mark("search", "error", _cause(err))
             raise ApplicationError(f"search failed: {_cause(err)}", type="SearchFailed", non_retryable=True) from err
+        self._usage += out.usage
         seen = {h.url for h in out.hits}
         extra = [SearchHit(url=u, title=u, provider="seed") for u in self._input.seed_urls if u not in seen]
         self._hits = extra + out.hits
