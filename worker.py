@@ -18,6 +18,7 @@ from activities.deps import Deps
 from deep_research.artifacts import ArtifactStore
 from deep_research.config import Settings, load_settings
 from deep_research.llm import load_llm_config
+from deep_research.llm.agent import load_agent_config
 from deep_research.logging import configure_logging
 from deep_research.sandbox.base import Sandbox
 from deep_research.search.base import SearchProvider
@@ -64,6 +65,7 @@ def build_deps(settings: Settings) -> Deps:
         artifacts=ArtifactStore(settings.artifact_dir),
         search_provider=make_search_factory(settings),
         llm=load_llm_config(os.environ),
+        agent=load_agent_config(os.environ),
     )
 
 

@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 from deep_research.artifacts import ArtifactStore
 from deep_research.config import Settings
 from deep_research.llm import LLMConfig
+from deep_research.llm.agent import AgentConfig
 from deep_research.sandbox.base import Sandbox, SandboxError
 from deep_research.search.base import SearchError, SearchProvider
 
@@ -23,6 +24,8 @@ class Deps:
     search_provider: Callable[[str | None], SearchProvider]
     # The OpenAI-compatible endpoint, or None: the extractive report (see deep_research/llm/config.py).
     llm: LLMConfig | None = None
+    # The optional agent that summarizes inside the sandbox (deep_research/llm/agent.py), or None.
+    agent: AgentConfig | None = None
 
 
 def to_application_error(exc: Exception) -> ApplicationError:

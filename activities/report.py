@@ -15,7 +15,8 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deps import Deps
+from activities.deps import Deps, sandbox_errors
+from activities.setup import exec_with_heartbeat
 from deep_research.llm import (
     BudgetExhausted,
     LLMClient,
@@ -26,6 +27,7 @@ from deep_research.llm import (
     source_inputs,
     summarize_llm,
 )
+from deep_research.llm.agent import OUTPUT_FILE, SCRIPT_FILE, agent_env, agent_files, notes_from_agent_output
 from deep_research.logging import activity_logger
 from deep_research.models import GenerateInput, GenerateOutput, LLMUsage, SummarizeInput, SummarizeOutput
 from deep_research.report.extractive import cited_sentences, render_report, summarize_extractive, verify_citations
@@ -65,10 +67,12 @@ class ReportActivities:
         notes = summarize_extractive(inp.question, pages, inp.hits, inp.source_limit)
         usage: list[LLMUsage] = []
         llm = self.deps.llm
-        if inp.allow_llm and llm is not None and notes.sources:
-            # The extractive ranking decides which sources the LLM reads, best first.
-            order = {s.url: i for i, s in enumerate(notes.sources)}
-            inputs = sorted(source_inputs(pages, inp.hits), key=lambda s: order.get(s.url, len(order)))
+        # The extractive ranking decides which sources the LLM (or the agent) reads, best first.
+        order = {s.url: i for i, s in enumerate(notes.sources)}
+        inputs = sorted(source_inputs(pages, inp.hits), key=lambda s: order.get(s.url, len(order)))
+        if inp.allow_llm and self.deps.agent is not None and inp.sandbox_id and notes.sources:
+            notes = await self._summarize_by_agent(inp, inputs)
+        elif inp.allow_llm and llm is not None and notes.sources:
             budget = TokenBudget(limit=llm.token_budget, spent=inp.tokens_spent)
             try:
                 async with LLMClient(llm) as client:
@@ -82,6 +86,24 @@ class ReportActivities:
         log.info("notes written", sources=len(notes.sources), method=notes.method,
                  tokens=sum(u.prompt_tokens + u.completion_tokens for u in usage))
         return SummarizeOutput(notes_ref=ref, method=notes.method, sources=len(notes.sources), usage=usage)
+
+    async def _summarize_by_agent(self, inp: SummarizeInput, inputs) -> Notes:
+        """The seed's agent summary: prompt files in, the agent command run in the sandbox, output back."""
+        agent = self.deps.agent
+        files, selected = agent_files(inp.question, inputs, inp.source_limit, agent)
+        try:
+            with sandbox_errors():
+                for path, text in files.items():
+                    await self.deps.sandbox.write_file(inp.sandbox_id, path, text)
+                result = await exec_with_heartbeat(self.deps, inp.sandbox_id, f"sh {SCRIPT_FILE}",
+                                                   timeout_s=agent.timeout_s, env=agent_env(agent))
+                if result.exit_code != 0:
+                    raise SummaryFailed(f"agent exited {result.exit_code}: {result.stderr[-300:]}")
+                output = (await self.deps.sandbox.read_file(inp.sandbox_id, OUTPUT_FILE)).decode("utf-8", "replace")
+            return notes_from_agent_output(inp.question, output, selected, agent.model)
+        except SummaryFailed as exc:
+            activity_logger().warning("agent summary failed", error=str(exc)[:300])
+            raise ApplicationError(str(exc), type="AgentSummaryFailed", non_retryable=True) from None
 
     @activity.defn(name="generate_report")
     async def generate_report(self, inp: GenerateInput) -> GenerateOutput:

@@ -305,6 +305,7 @@ class SummarizeInput(_Model):
     allow_llm: bool = True  # False: the extractive path only (fallback, or after a stop)
     mode: Mode = "light"  # picks the LLM model candidates
     tokens_spent: int = 0  # of the research's LLM token budget, before this step
+    sandbox_id: str | None = None  # a live sandbox: the optional agent summary runs in it
 
 
 class SummarizeOutput(_Model):

@@ -431,6 +431,7 @@ class ResearchWorkflow:
             question=self._input.question, pages_ref=pages_ref, hits=self._hits,
             source_limit=self._limits.summary_source_limit, workflow_id=workflow.info().workflow_id,
             allow_llm=allow_llm and self._llm_allowed, mode=self._input.mode, tokens_spent=self._tokens_used(),
+            sandbox_id=self._sandbox_id if pages_ref and self._terminate_task is None else None,
         )
         try:
             self._notes = await _execute("summarize", base, result_type=SummarizeOutput,
