@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
 from deep_research.config import PROJECT_DIR, load_settings
@@ -288,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RPCError as exc:
         print(f"error: Temporal said: {exc}", file=sys.stderr)
+        return 1
+    except TemporalError as exc:  # update refused, duplicate id, query failed, ...
+        cause = getattr(exc, "cause", None)
+        print(f"error: {exc}{f': {cause}' if cause else ''}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:  # e.g. no Temporal server at the address
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -24,6 +24,7 @@ from activities.deps import Deps, sandbox_errors
 from activities.setup import CRAWLER_PATH
 from deep_research import policies as P
 from deep_research.logging import activity_logger
+from deep_research.sandbox.base import SandboxUnavailable
 from deep_research.models import (
     CRAWL_DIR,
     CRAWL_OUTPUT,
@@ -55,7 +56,12 @@ class CrawlHeartbeat(BaseModel):
 class _Snapshot(BaseModel):
     done: dict | None
     alive_at: float | None
+    now: float  # the sandbox's clock: the alive mark is compared on the clock that wrote it
     log: bytes
+
+    @property
+    def alive(self) -> bool:
+        return self.alive_at is not None and self.now - self.alive_at < P.CRAWLER_STALE_AFTER_S
 
 
 def parse_progress(chunk: bytes) -> tuple[list[dict], int]:
@@ -80,11 +86,11 @@ class CrawlActivities:
         """done marker, alive time and the log from `offset`, in one exec (the seed's tail -c +N)."""
         script = (
             f"printf '%s' \"$(cat {DONE} 2>/dev/null)\" | base64 -w0; echo; "
-            f"printf '%s\\n' \"$(cat {ALIVE} 2>/dev/null)\"; "
+            f"printf '%s\\n' \"$(cat {ALIVE} 2>/dev/null)\"; date +%s.%N; "
             f"tail -c +{offset + 1} {LOG} 2>/dev/null | head -c {MAX_LOG_CHUNK} | base64 -w0"
         )
         result = await self.deps.sandbox.exec(sandbox_id, script, timeout_s=30)
-        done_b64, alive, log_b64 = (result.stdout.split("\n") + ["", "", ""])[:3]
+        done_b64, alive, now, log_b64 = (result.stdout.split("\n") + ["", "", "", ""])[:4]
         done_text = base64.b64decode(done_b64 or b"").decode("utf-8", "replace").strip()
         try:
             done = json.loads(done_text) if done_text else None
@@ -94,7 +100,11 @@ class CrawlActivities:
             alive_at = float(alive.strip()) if alive.strip() else None
         except ValueError:
             alive_at = None
-        return _Snapshot(done=done, alive_at=alive_at, log=base64.b64decode(log_b64 or b""))
+        try:
+            sandbox_now = float(now.strip())
+        except ValueError:
+            sandbox_now = time.time()
+        return _Snapshot(done=done, alive_at=alive_at, now=sandbox_now, log=base64.b64decode(log_b64 or b""))
 
     async def _start(self, inp: CrawlInput) -> None:
         limits = inp.limits
@@ -126,8 +136,9 @@ class CrawlActivities:
         beat = CrawlHeartbeat.model_validate(details[0]) if details else CrawlHeartbeat()
         with sandbox_errors():
             snap = await self._snapshot(inp.sandbox_id, beat.offset)
-            alive = snap.alive_at is not None and time.time() - snap.alive_at < P.CRAWLER_STALE_AFTER_S
-            attached = bool(details) and (snap.done is not None or alive)
+            # A crawler that is alive or done was started by an earlier attempt (perhaps one that
+            # died before its first heartbeat): follow it instead of starting the crawl over.
+            attached = snap.done is not None or snap.alive
             if attached:
                 log.info("re-attaching to the running crawler", offset=beat.offset, done=snap.done is not None)
             else:
@@ -136,7 +147,7 @@ class CrawlActivities:
                 beat = CrawlHeartbeat()
                 await self._start(inp)
                 log.info("crawler started", seeds=len(inp.seeds), max_pages=inp.limits.max_pages)
-            started = time.time()
+            started = snap.now
             last_signal = 0.0
             while True:
                 snap = await self._snapshot(inp.sandbox_id, beat.offset)
@@ -153,10 +164,11 @@ class CrawlActivities:
                     url = next((e.get("url", "") for e in reversed(events) if e.get("url")), "")
                     await self._signal(inp.workflow_id, CrawlProgressSignal(
                         current=beat.current, total=beat.total, url=url))
-                if snap.done is not None and consumed == len(snap.log):
+                # Done, and the log read to its end (a last line without a newline is no progress line).
+                if snap.done is not None and len(snap.log) < MAX_LOG_CHUNK:
                     break
                 last_alive = max(snap.alive_at or 0.0, started)
-                if snap.done is None and now - last_alive > P.CRAWLER_STALE_AFTER_S:
+                if snap.done is None and snap.now - last_alive > P.CRAWLER_STALE_AFTER_S:
                     raise ApplicationError("crawler stopped without finishing (no alive mark for "
                                            f"{P.CRAWLER_STALE_AFTER_S:.0f} s)", type="CrawlerDied")
                 await asyncio.sleep(P.CRAWL_POLL_INTERVAL_S)
@@ -183,7 +195,7 @@ class CrawlActivities:
                 try:
                     data = json.loads(await reader(inp.sandbox_id, inp.output_path))
                     break
-                except (json.JSONDecodeError, UnicodeDecodeError, OSError, ValueError) as exc:
+                except (json.JSONDecodeError, UnicodeDecodeError, OSError, ValueError, SandboxUnavailable) as exc:
                     log.warning("output read failed", method=method, error=str(exc)[:200])
         if not isinstance(data, dict):
             raise ApplicationError(f"crawler output {inp.output_path} unreadable by every method",

@@ -32,9 +32,11 @@ class SandboxLifecycleActivities:
         """One warmup attempt: the sandbox reports running and runs `true`."""
         with sandbox_errors():
             status = await self.deps.sandbox.status(inp.sandbox_id)
-            if status.state != "running":
-                raise ApplicationError(f"sandbox {inp.sandbox_id} is {status.state}", type="SandboxNotFound",
+            if status.state == "terminated":
+                raise ApplicationError(f"sandbox {inp.sandbox_id} is terminated", type="SandboxNotFound",
                                        non_retryable=True)
+            if status.state != "running":  # still starting: the next warmup attempt may find it ready
+                raise ApplicationError(f"sandbox {inp.sandbox_id} is {status.state}", type="SandboxUnavailable")
             result = await self.deps.sandbox.exec(inp.sandbox_id, "true", timeout_s=20)
         if result.exit_code != 0:
             raise ApplicationError(f"exec 'true' exited {result.exit_code}: {result.stderr[:300]}",

@@ -66,8 +66,9 @@ class SetupActivities:
                        f" && {shlex.quote(venv_python)} -c {shlex.quote('import ' + RUNTIME_MODULES)}")
             result = await exec_with_heartbeat(self.deps, inp.sandbox_id, install, timeout_s=540)
         if result.exit_code != 0:
+            # pip failing in a fresh venv fails again: the workflow's snippet fallback decides.
             raise ApplicationError(f"crawler runtime install failed ({result.exit_code}): {result.stderr[-500:]}",
-                                   type="InstallFailed")
+                                   type="InstallFailed", non_retryable=True)
         return InstallOutput(python=venv_python, method="installed")
 
     @activity.defn(name="verify_browser")
@@ -116,7 +117,7 @@ class SetupActivities:
                                                timeout_s=540, env=env)
         if result.exit_code != 0:
             raise ApplicationError(f"playwright install chromium failed: {result.stderr[-500:]}",
-                                   type="InstallFailed")
+                                   type="InstallFailed", non_retryable=True)
 
 
 def _verify_line(stdout: str) -> dict:

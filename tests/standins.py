@@ -53,6 +53,9 @@ class Standins:
     events: list[str] = field(default_factory=list)
     inputs: dict[str, list] = field(default_factory=dict)
     blocked_started: asyncio.Event = field(default_factory=asyncio.Event)
+    # >0: the blocked activity never heartbeats (so never hears of a cancel) and returns normally
+    # after this many seconds.
+    block_deaf_s: float = 0.0
 
     async def _enter(self, name: str, inp=None, *, blockable: bool = True) -> None:
         self.calls[name] += 1
@@ -64,6 +67,11 @@ class Standins:
                 self.failures[name] = remaining - 1
             error_type, non_retryable = self.error_types.get(name, ("StandinFailure", False))
             raise ApplicationError(f"{name} failed (stand-in)", type=error_type, non_retryable=non_retryable)
+        if blockable and self.block == name and self.block_deaf_s:
+            self.blocked_started.set()
+            await asyncio.sleep(self.block_deaf_s)
+            self.events.append(f"{name}:returned")
+            return
         if blockable and self.block == name:
             self.blocked_started.set()
             try:

@@ -32,3 +32,10 @@ def test_unknown_mode_is_refused_by_the_parser(capsys):
 def test_workflow_id_is_derived_from_the_question():
     wid = starter.workflow_id_for("How do I use pathlib's rglob?")
     assert wid.startswith("research-how-do-i-use-pathlib-s-rglob-")
+
+
+def test_no_server_is_a_clear_error_not_a_traceback(capsys, monkeypatch):
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")  # nothing listens there
+    assert starter.main(["status", "some-id"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err

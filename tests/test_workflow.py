@@ -234,6 +234,25 @@ async def test_cancel_signal_in_each_phase(time_env, phase):
     assert result.report_markdown  # a report from what was gathered
 
 
+@pytest.mark.parametrize("phase", ["create_sandbox", "install_runtime", "collect_output"])
+async def test_cancel_holds_when_the_step_in_flight_returns_anyway(time_env, phase):
+    # An activity that never heartbeats never hears of the cancel and returns normally: the research
+    # must still stop there, not go on to the next steps.
+    s = Standins(block=phase, block_deaf_s=1.5)
+
+    async def during(handle):
+        await asyncio.wait_for(s.blocked_started.wait(), 30)
+        await handle.signal(W.ResearchWorkflow.cancel, CancelRequest(reason="stop now"))
+
+    result = await _run(time_env, s, during=during)
+    assert result.status == "cancelled"
+    assert f"{phase}:returned" in s.events
+    after = s.events[s.events.index(f"{phase}:returned") + 1:]
+    assert "crawl_pages" not in after and "warmup_sandbox" not in after and "verify_browser" not in after
+    assert _terminated_once(s)  # a sandbox created despite the cancel is terminated too
+    assert s.events.index("terminate_sandbox") > s.events.index(f"{phase}:returned")
+
+
 async def test_cancel_during_search_has_no_sandbox(time_env):
     s = Standins(block="search")
 

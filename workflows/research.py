@@ -99,6 +99,7 @@ class ResearchWorkflow:
         self._sandbox_id: str | None = None
         self._sandbox_terminated = False
         self._terminate_task: asyncio.Task | None = None
+        self._stopping = False  # a cancel or the deadline is stopping the pipeline
         self._expiry_tasks: list[asyncio.Task] = []
         self._python = ""
         self._crawl_output_path: str | None = None
@@ -228,17 +229,23 @@ class ResearchWorkflow:
                 return "cancelled"
         return None
 
-    @staticmethod
-    async def _cancel_and_wait(task: asyncio.Task) -> None:
-        """Cancel a step in flight and wait until its activities have acknowledged the cancel."""
+    async def _cancel_and_wait(self, task: asyncio.Task) -> None:
+        """Cancel the pipeline's step in flight and wait until it has stopped.
+
+        `_stopping` makes sure it does stop: a step whose activity finished despite the cancel
+        request (one that never heartbeats never hears of it) raises CancelledError on return
+        instead of letting the pipeline go on to the next step.
+        """
         if task.done():
             return
+        self._stopping = True
         task.cancel()
         while not task.done():
             try:
                 await workflow.wait_condition(task.done)
             except asyncio.CancelledError:
                 continue  # a second cancel: still wait, the sandbox must not be left mid-step
+        self._stopping = False  # what follows (partial report, terminate) must run
 
     # ------------------------------------------------------------------ the pipeline
 
@@ -258,7 +265,7 @@ class ResearchWorkflow:
     async def _search(self) -> None:
         self._mark("search", "running")
         try:
-            out: SearchOutput = await _execute(
+            out: SearchOutput = await self._execute(
                 "search",
                 SearchInput(
                     question=self._input.question,
@@ -284,7 +291,7 @@ class ResearchWorkflow:
         # create + warmup
         self._mark("sandbox", "running", "creating sandbox")
         try:
-            created: CreateSandboxOutput = await _execute(
+            created: CreateSandboxOutput = await self._execute(
                 "create_sandbox",
                 CreateSandboxInput(
                     workflow_id=workflow.info().workflow_id,
@@ -293,8 +300,8 @@ class ResearchWorkflow:
                 result_type=CreateSandboxOutput,
                 start_to_close_timeout=P.CREATE_TIMEOUT,
                 retry_policy=P.CREATE_RETRY,
-                # Not waited on: a sandbox created after the cancel is reaped by its server-side expiry.
-                cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+                # A sandbox created despite a cancel is still recorded, so terminate finds it.
+                on_result=lambda out: setattr(self, "_sandbox_id", out.sandbox_id),
             )
         except ActivityError as err:
             self._fail("sandbox", FB_CREATE, err)
@@ -333,7 +340,7 @@ class ResearchWorkflow:
         """Up to 5 health checks, 2 s x attempt + jitter apart, on durable timers."""
         for attempt in range(1, P.WARMUP_ATTEMPTS + 1):
             try:
-                await _execute(
+                await self._execute(
                     "warmup_sandbox",
                     SandboxInput(sandbox_id=self._sandbox_id),
                     start_to_close_timeout=P.WARMUP_CHECK_TIMEOUT,
@@ -351,7 +358,7 @@ class ResearchWorkflow:
 
     async def _verify_browser(self, *, use_local_install: bool) -> VerifyOutput | None:
         try:
-            return await _execute(
+            return await self._execute(
                 "verify_browser",
                 VerifyInput(sandbox_id=self._sandbox_id, python=self._python, use_local_install=use_local_install),
                 result_type=VerifyOutput,
@@ -384,7 +391,7 @@ class ResearchWorkflow:
         self._crawl_output_path = CRAWL_OUTPUT
         self._crawl_interrupted = True
         try:
-            crawl: CrawlOutput = await _execute(
+            crawl: CrawlOutput = await self._execute(
                 "crawl_pages",
                 CrawlInput(
                     sandbox_id=self._sandbox_id, python=self._python, executable=verified.executable,
@@ -434,7 +441,7 @@ class ResearchWorkflow:
             sandbox_id=self._sandbox_id if pages_ref and self._terminate_task is None else None,
         )
         try:
-            self._notes = await _execute("summarize", base, result_type=SummarizeOutput,
+            self._notes = await self._execute("summarize", base, result_type=SummarizeOutput,
                                          start_to_close_timeout=P.SUMMARIZE_TIMEOUT, retry_policy=P.STEP_RETRY)
         except ActivityError as err:
             if not base.allow_llm:
@@ -442,7 +449,7 @@ class ResearchWorkflow:
             # Seed: "Agent summarization fails -> use raw crawled content".
             workflow.logger.warning("summarization failed: %s", _cause(err))
             self._llm_fallback(err, FB_SUMMARY)
-            self._notes = await _execute("summarize", base.model_copy(update={"allow_llm": False}),
+            self._notes = await self._execute("summarize", base.model_copy(update={"allow_llm": False}),
                                          result_type=SummarizeOutput, start_to_close_timeout=P.SUMMARIZE_TIMEOUT,
                                          retry_policy=P.STEP_RETRY)
         self._usage += self._notes.usage
@@ -457,7 +464,7 @@ class ResearchWorkflow:
             pages_ref=self._collect.pages_ref if self._collect else None, tokens_spent=self._tokens_used(),
         )
         try:
-            self._report = await _execute("generate_report", base, result_type=GenerateOutput,
+            self._report = await self._execute("generate_report", base, result_type=GenerateOutput,
                                           start_to_close_timeout=P.GENERATE_TIMEOUT, retry_policy=P.STEP_RETRY)
         except ActivityError as err:
             if not base.allow_llm:
@@ -467,7 +474,7 @@ class ResearchWorkflow:
             workflow.logger.warning("LLM report failed: %s", _cause(err))
             self._llm_fallback(err, FB_REPORT_LLM)
             base = base.model_copy(update={"allow_llm": False, "fallbacks": list(self._fallbacks)})
-            self._report = await _execute("generate_report", base, result_type=GenerateOutput,
+            self._report = await self._execute("generate_report", base, result_type=GenerateOutput,
                                           start_to_close_timeout=P.GENERATE_TIMEOUT, retry_policy=P.STEP_RETRY)
         self._usage += self._report.usage
         self._mark("finalize", "complete", self._report.method)
@@ -501,7 +508,7 @@ class ResearchWorkflow:
 
     async def _extend_expiry(self, ttl_s: int) -> None:
         try:
-            await _execute("extend_sandbox", ExtendSandboxInput(sandbox_id=self._sandbox_id, ttl_s=ttl_s),
+            await self._execute("extend_sandbox", ExtendSandboxInput(sandbox_id=self._sandbox_id, ttl_s=ttl_s),
                            start_to_close_timeout=P.EXTEND_SANDBOX_TIMEOUT, retry_policy=P.SANDBOX_API_RETRY)
         except (ActivityError, asyncio.CancelledError) as err:
             workflow.logger.warning("sandbox expiry not extended: %s", _cause(err))
@@ -522,7 +529,7 @@ class ResearchWorkflow:
     async def _terminate(self) -> None:
         self._mark("cleanup", "running", self._sandbox_id)
         try:
-            out: TerminateOutput = await _execute(
+            out: TerminateOutput = await self._execute(
                 "terminate_sandbox",
                 SandboxInput(sandbox_id=self._sandbox_id),
                 result_type=TerminateOutput,
@@ -539,8 +546,32 @@ class ResearchWorkflow:
 
     # ------------------------------------------------------------------ helpers
 
+    async def _execute(self, activity: str, arg, *, on_result=None, **options):
+        """workflow.execute_activity for the steps, with two rules about stopping.
+
+        A cancelled activity raises asyncio.CancelledError: the SDK reports it as
+        ActivityError(cause=CancelledError), and the fallback branches catch ActivityError; a cancel
+        must never be mistaken for a failed step. And while the pipeline is stopping, no step starts
+        and a step that returns anyway raises CancelledError after `on_result` saw its result.
+        """
+        if self._stopping:
+            raise asyncio.CancelledError("the research is stopping")
+        # A step in flight is cancelled and awaited before the sandbox is terminated.
+        options.setdefault("cancellation_type", workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+        try:
+            result = await workflow.execute_activity(activity, arg, **options)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise asyncio.CancelledError(str(err.cause)) from err
+            raise
+        if on_result is not None:
+            on_result(result)
+        if self._stopping:
+            raise asyncio.CancelledError("the research is stopping")
+        return result
+
     async def _sandbox_call(self, name, arg, result_type, *, timeout, heartbeat=None, retry=P.SANDBOX_API_RETRY):
-        return await _execute(
+        return await self._execute(
             name, arg, result_type=result_type,
             start_to_close_timeout=timeout, heartbeat_timeout=heartbeat, retry_policy=retry,
         )
@@ -576,22 +607,6 @@ class ResearchWorkflow:
             citations_checked=report.citations_checked,
             citations_unsupported=report.citations_unsupported,
         )
-
-
-async def _execute(activity: str, arg, **options):
-    """workflow.execute_activity, except that a cancelled activity raises asyncio.CancelledError.
-
-    The SDK reports a cancelled activity as ActivityError(cause=CancelledError); the fallback
-    branches catch ActivityError, and a cancel must never be mistaken for a failed step.
-    """
-    # A step in flight is cancelled and awaited before the sandbox is terminated.
-    options.setdefault("cancellation_type", workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
-    try:
-        return await workflow.execute_activity(activity, arg, **options)
-    except ActivityError as err:
-        if isinstance(err.cause, CancelledError):
-            raise asyncio.CancelledError(str(err.cause)) from err
-        raise
 
 
 def _cause(err: BaseException | None) -> str:
