@@ -11,6 +11,7 @@ from deep_research.artifacts import ArtifactStore
 from deep_research.config import Settings
 from deep_research.llm import LLMConfig
 from deep_research.llm.agent import AgentConfig
+from deep_research.models import LLMUsage
 from deep_research.sandbox.base import Sandbox, SandboxError
 from deep_research.search.base import SearchError, SearchProvider
 
@@ -32,6 +33,13 @@ def to_application_error(exc: Exception) -> ApplicationError:
     """Typed error for Temporal: the type is the exception class, retryable as the error says."""
     retryable = getattr(exc, "retryable", True)
     return ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__, non_retryable=not retryable)
+
+
+def usage_records(usages) -> list[LLMUsage]:
+    """The LLM library's Usage objects as the workflow's LLMUsage records."""
+    return [LLMUsage(step=u.step, model=u.model, prompt_tokens=u.prompt_tokens,
+                     completion_tokens=u.completion_tokens, cost_usd=u.cost_usd, estimated=u.estimated)
+            for u in usages]
 
 
 class sandbox_errors:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deps import Deps, sandbox_errors
+from activities.deps import Deps, sandbox_errors, usage_records
 from activities.setup import exec_with_heartbeat
 from deep_research.llm import (
     BudgetExhausted,
@@ -50,12 +50,6 @@ def _llm_failure(exc: Exception) -> ApplicationError:
     return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
 
 
-def _usage(usages) -> list[LLMUsage]:
-    return [LLMUsage(step=u.step, model=u.model, prompt_tokens=u.prompt_tokens,
-                     completion_tokens=u.completion_tokens, cost_usd=u.cost_usd, estimated=u.estimated)
-            for u in usages]
-
-
 class ReportActivities:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -81,7 +75,7 @@ class ReportActivities:
             except (BudgetExhausted, SummaryFailed, LLMError) as exc:
                 log.warning("LLM summary failed", error=str(exc)[:300])
                 raise _llm_failure(exc) from None
-            usage = _usage(usages)
+            usage = usage_records(usages)
         ref = self.deps.artifacts.put_json(f"{inp.workflow_id}/notes.json", notes.model_dump())
         log.info("notes written", sources=len(notes.sources), method=notes.method,
                  tokens=sum(u.prompt_tokens + u.completion_tokens for u in usage))
@@ -149,6 +143,6 @@ class ReportActivities:
             activity_logger().warning("LLM report failed", error=str(exc)[:300], written=len(written))
             raise _llm_failure(exc) from None
         return GenerateOutput(report_markdown=report.markdown[:MAX_REPORT_CHARS], sources=report.sources,
-                              method=report.method, usage=_usage([report.usage]),
+                              method=report.method, usage=usage_records([report.usage]),
                               citations_checked=report.citations.checked,
                               citations_unsupported=report.citations.unsupported)

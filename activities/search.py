@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deps import Deps, sandbox_errors
+from activities.deps import Deps, sandbox_errors, usage_records
 from deep_research.logging import activity_logger
 from deep_research.llm import BudgetExhausted, LLMClient, LLMError, TokenBudget
 from deep_research.llm.related import related_queries_llm
@@ -107,6 +107,4 @@ class SearchActivities:
         except (BudgetExhausted, LLMError) as exc:
             activity_logger().warning("LLM related queries failed; derived from the question", error=str(exc)[:200])
             return [], []
-        return queries, [LLMUsage(step=used.step, model=used.model, prompt_tokens=used.prompt_tokens,
-                                  completion_tokens=used.completion_tokens, cost_usd=used.cost_usd,
-                                  estimated=used.estimated)]
+        return queries, usage_records([used])

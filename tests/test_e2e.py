@@ -96,18 +96,16 @@ def _start_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
                             env={**os.environ, **env}, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
-async def test_worker_killed_mid_crawl_reattaches_and_cleans_up(corpus, dev_env, tmp_path):
-    queue = f"e2e-kill-{uuid.uuid4().hex[:8]}"
-    env = _env(corpus, dev_env, queue)
-    log = tmp_path / "worker.log"
-    first = _start_worker(env, log)
-    second = None
+async def research_killing_the_worker_mid_crawl(dev_env, queue: str, env: dict[str, str], log: Path):
+    """A max research on a worker process that is SIGKILLed once the crawl has fetched a few pages;
+    a new worker then finishes it. Returns the handle and the result."""
+    first, second = _start_worker(env, log), None
     try:
         handle = await dev_env.client.start_workflow(
             ResearchWorkflow.run,
             ResearchInput(question="How does asyncio run coroutines concurrently with tasks?",
                           mode="max", optimization="quality"),
-            id=f"e2e-kill-{uuid.uuid4().hex[:8]}", task_queue=queue,
+            id=f"{queue}-wf", task_queue=queue,
         )
         for _ in range(600):  # wait until the crawl has fetched a few pages
             progress = await handle.query(ResearchWorkflow.progress)
@@ -119,13 +117,19 @@ async def test_worker_killed_mid_crawl_reattaches_and_cleans_up(corpus, dev_env,
         first.send_signal(signal.SIGKILL)
         first.wait()
         second = _start_worker(env, log)
-        result: ResearchResult = await asyncio.wait_for(handle.result(), 300)
-        await record_history(handle, "e2e-worker-killed")
+        return handle, await asyncio.wait_for(handle.result(), 300)
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait(20)
+
+
+async def test_worker_killed_mid_crawl_reattaches_and_cleans_up(corpus, dev_env, tmp_path):
+    queue = f"e2e-kill-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "worker.log"
+    handle, result = await research_killing_the_worker_mid_crawl(dev_env, queue, _env(corpus, dev_env, queue), log)
+    await record_history(handle, "e2e-worker-killed")
 
     assert result.status == "completed", result.fallbacks
     assert result.pages_crawled > 3
