@@ -133,26 +133,16 @@ class LLMClient:
         if max_tokens:
             extra["max_tokens"] = max_tokens
         tried: list[str] = []
-        retry_after: float | None = None
-        for model in self._candidates(candidates):
-            tried.append(model)
-            try:
-                response = await self._openai.chat.completions.create(model=model, messages=messages, **extra)
-            except openai.RateLimitError as exc:
-                retry_after = _retry_after(exc) or retry_after
-                log.warning("llm model=%s answered 429 before any output; trying the next candidate", model)
-                continue
-            except _TRANSPORT_ERRORS as exc:
-                raise self._error(model, exc) from None
-            if not response.choices:
-                raise LLMError(f"model {model} returned no choices", retryable=True, kind="protocol", model=model)
-            choice = response.choices[0]
-            text = choice.message.content or ""
-            usage = self._usage(model, messages, text, response.usage, step)
-            log.info("llm call model=%s step=%s prompt_tokens=%d completion_tokens=%d cost_usd=%.6f",
-                     model, step, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd)
-            return Completion(text=text, model=model, usage=usage, finish_reason=choice.finish_reason, tried=tried)
-        raise self._all_rate_limited(tried, retry_after)
+        model, response = await self._first_answer(
+            candidates, tried, lambda m: self._openai.chat.completions.create(model=m, messages=messages, **extra))
+        if not response.choices:
+            raise LLMError(f"model {model} returned no choices", retryable=True, kind="protocol", model=model)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        usage = self._usage(model, messages, text, response.usage, step)
+        log.info("llm call model=%s step=%s prompt_tokens=%d completion_tokens=%d cost_usd=%.6f",
+                 model, step, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd)
+        return Completion(text=text, model=model, usage=usage, finish_reason=choice.finish_reason, tried=tried)
 
     async def stream(self, messages: list[dict], *, candidates: Sequence[str] | None = None,
                      on_delta: OnDelta | None = None, max_tokens: int | None = None,
@@ -164,59 +154,63 @@ class LLMClient:
         """
         extra: dict = {"max_tokens": max_tokens} if max_tokens else {}
         tried: list[str] = []
+        model, response = await self._first_answer(candidates, tried, lambda m: self._openai.chat.completions.create(
+            model=m, messages=messages, stream=True, stream_options={"include_usage": True}, **extra))
+        # One candidate answered: from here on a failure is not hidden.
+        parts: list[str] = []
+        server_usage = None
+        finish_reason: str | None = None
+        iterator = response.__aiter__()
+        try:
+            while True:
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except (*_TRANSPORT_ERRORS, ValueError) as exc:  # ValueError: a malformed chunk
+                    if parts:
+                        raise LLMStreamInterrupted("".join(parts), model, self._detail(exc)) from None
+                    raise self._error(model, exc) from None
+                if chunk.usage is not None:
+                    server_usage = chunk.usage
+                for choice in chunk.choices[:1]:
+                    delta = choice.delta.content if choice.delta else None
+                    if delta:
+                        parts.append(delta)
+                        if on_delta is not None:
+                            result = on_delta(delta)
+                            if inspect.isawaitable(result):
+                                await result
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+        finally:
+            await response.close()
+        text = "".join(parts)
+        if finish_reason is None:
+            if parts:
+                raise LLMStreamInterrupted(text, model, "stream ended without a finish reason")
+            raise LLMError(f"stream from model {model} ended before any output", retryable=True,
+                           kind="connection", model=model)
+        usage = self._usage(model, messages, text, server_usage, step)
+        log.info("llm stream model=%s step=%s prompt_tokens=%d completion_tokens=%d cost_usd=%.6f",
+                 model, step, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd)
+        return Completion(text=text, model=model, usage=usage, finish_reason=finish_reason, tried=tried)
+
+    # ----------------------------------------------------------------- helpers
+
+    async def _first_answer(self, candidates: Sequence[str] | None, tried: list[str], create) -> tuple[str, Any]:
+        """`await create(model)` for each candidate in order until one does not answer 429."""
         retry_after: float | None = None
         for model in self._candidates(candidates):
             tried.append(model)
             try:
-                response = await self._openai.chat.completions.create(
-                    model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **extra)
+                return model, await create(model)
             except openai.RateLimitError as exc:
                 retry_after = _retry_after(exc) or retry_after
                 log.warning("llm model=%s answered 429 before any output; trying the next candidate", model)
-                continue
             except _TRANSPORT_ERRORS as exc:
                 raise self._error(model, exc) from None
-            parts: list[str] = []
-            server_usage = None
-            finish_reason: str | None = None
-            iterator = response.__aiter__()
-            try:
-                while True:
-                    try:
-                        chunk = await iterator.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    except (*_TRANSPORT_ERRORS, ValueError) as exc:  # ValueError: a malformed chunk
-                        if parts:
-                            raise LLMStreamInterrupted("".join(parts), model, self._detail(exc)) from None
-                        raise self._error(model, exc) from None
-                    if chunk.usage is not None:
-                        server_usage = chunk.usage
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta.content if choice.delta else None
-                        if delta:
-                            parts.append(delta)
-                            if on_delta is not None:
-                                result = on_delta(delta)
-                                if inspect.isawaitable(result):
-                                    await result
-                        if choice.finish_reason:
-                            finish_reason = choice.finish_reason
-            finally:
-                await response.close()
-            text = "".join(parts)
-            if finish_reason is None:
-                if parts:
-                    raise LLMStreamInterrupted(text, model, "stream ended without a finish reason")
-                raise LLMError(f"stream from model {model} ended before any output", retryable=True,
-                               kind="connection", model=model)
-            usage = self._usage(model, messages, text, server_usage, step)
-            log.info("llm stream model=%s step=%s prompt_tokens=%d completion_tokens=%d cost_usd=%.6f",
-                     model, step, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd)
-            return Completion(text=text, model=model, usage=usage, finish_reason=finish_reason, tried=tried)
         raise self._all_rate_limited(tried, retry_after)
-
-    # ----------------------------------------------------------------- helpers
 
     def _candidates(self, candidates: Sequence[str] | None) -> list[str]:
         models = list(dict.fromkeys(m for m in (candidates or self.config.models) if m))
