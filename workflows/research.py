@@ -305,7 +305,6 @@ class ResearchWorkflow:
             )
         except ActivityError as err:
             self._fail("sandbox", FB_CREATE, err)
-        self._sandbox_id = created.sandbox_id
         self._mark("sandbox", "running", f"warming up {created.sandbox_id}")
         if not await self._warmup():
             self._fail("sandbox", FB_WARMUP, None)
